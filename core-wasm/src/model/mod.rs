@@ -1,0 +1,272 @@
+//! The trace model: what the core builds from raw events, what the codec stores and what every
+//! host queries. Plain serde data; postcard on the wire.
+//!
+//! Ops have dense ids in capture order, and every edge points from a lower id to a higher one,
+//! so capture order is a topological order of the graph.
+
+mod module_tree;
+mod site;
+
+pub use module_tree::{Module, ModuleCall, Param};
+pub use site::SiteKey;
+
+use crate::dtype::Dtype;
+use crate::events::{PayloadSlot, SourceLocation};
+use serde::{Deserialize, Serialize};
+
+/// Dense op identifier: the op's index in capture order.
+pub type OpId = u32;
+
+/// Options that change how the core groups and annotates a trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceOptions {
+    /// Group repeated calls of one module into passes of one layer.
+    pub recurrence_detection: bool,
+    /// Record hop distances to inputs/outputs and the input-ancestor / output-descendant sets.
+    pub compute_input_output_distances: bool,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        Self {
+            recurrence_detection: true,
+            compute_input_output_distances: true,
+        }
+    }
+}
+
+/// What role an op plays in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OpKind {
+    /// An ordinary operation with at least one tensor parent or parameter.
+    Compute,
+    /// A model input.
+    Input,
+    /// A model output (a node of its own, child of the op that produced the value).
+    Output,
+    /// A value read from outside the traced call: parentless, with a saved payload.
+    Constant,
+    /// A module buffer read during the forward.
+    Buffer,
+    /// An op that made a value from nothing (`ones`, `arange`, a fill): no parents.
+    LiteralProducer,
+}
+
+impl OpKind {
+    /// Kinds labelled `{type}_{n}` rather than `{type}_{n}_{step}`.
+    pub fn is_boundary(self) -> bool {
+        matches!(
+            self,
+            OpKind::Input | OpKind::Output | OpKind::Constant | OpKind::Buffer
+        )
+    }
+}
+
+/// One edge end: the op on the other side and the argument position the edge fed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edge {
+    pub op: OpId,
+    pub position: u32,
+}
+
+/// Hop distances; `None` where no path exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Distances {
+    pub min_from_input: Option<u32>,
+    pub max_from_input: Option<u32>,
+    pub min_to_output: Option<u32>,
+    pub max_to_output: Option<u32>,
+}
+
+/// A record of an edit applied to an op's value during capture.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditRecord {
+    /// Which rule fired (its index or name in the caller's `intervene=`).
+    pub rule: String,
+    /// What it did (`zero_ablate`, `scale(0.5)`, ...).
+    pub action: String,
+    /// When it fired relative to the op (`output`, `module_exit`, ...).
+    pub timing: String,
+}
+
+/// An interned function name and its normalized type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FuncName {
+    /// As the framework named it (`__radd__`, `layer_norm`).
+    pub name: String,
+    /// Lower-cased, without underscores, reflected/in-place dunders folded (`add`, `layernorm`).
+    pub op_type: String,
+}
+
+/// One operation of the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    /// `{type}_{typeIndex}_{stepIndex}`, plus `:{pass}` when its layer ran more than once.
+    pub label: String,
+    /// Index into [`Trace::layers`].
+    pub layer: u32,
+    /// 1-based pass of its layer.
+    pub pass: u32,
+    /// Index into [`Trace::func_names`].
+    pub func: u32,
+    pub kind: OpKind,
+    /// For inputs and outputs their path in the call, for buffers their address.
+    pub name: Option<String>,
+    pub parents: Vec<Edge>,
+    pub children: Vec<Edge>,
+    /// Parameters the op read (indices into [`Trace::params`]).
+    pub params: Vec<u32>,
+    /// Innermost module call the op ran in (index into [`Trace::module_calls`]; 0 is the root).
+    pub module_call: u32,
+    pub shape: Vec<u64>,
+    pub dtype: Dtype,
+    /// Position among the outputs of a multi-output op.
+    pub output_index: Option<u32>,
+    pub in_place: bool,
+    pub payload: Option<PayloadSlot>,
+    /// Non-tensor arguments, rendered as text.
+    pub attributes: Vec<(String, String)>,
+    pub source: Option<SourceLocation>,
+    /// Stable identity of the op's site, independent of grouping (for comparing traces).
+    pub site: SiteKey,
+    pub distances: Option<Distances>,
+    /// Input ops that reach this op (when distances are computed).
+    pub input_ancestors: Vec<OpId>,
+    /// Output ops this op reaches (when distances are computed).
+    pub output_descendants: Vec<OpId>,
+    pub edits: Vec<EditRecord>,
+    /// Backend-specific facts (`backend_address`, ...).
+    pub extras: Vec<(String, String)>,
+}
+
+/// A layer: one site of the model, run one or more times (its passes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layer {
+    /// `{type}_{typeIndex}_{stepIndex}` (or `{type}_{typeIndex}` for inputs, outputs, buffers
+    /// and constants).
+    pub label: String,
+    pub op_type: String,
+    pub type_index: u32,
+    pub step_index: u32,
+    /// The ops of each pass, in pass order.
+    pub ops: Vec<OpId>,
+}
+
+/// Whether the capture saw everything, and whether it ended early.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CaptureStatus {
+    /// False when the capture may be incomplete; `reason` then says why.
+    pub verified: bool,
+    pub reason: Option<String>,
+    /// Set when capture stopped early (`stop_after=`): the reason.
+    pub stop_reason: Option<String>,
+    /// The ops at which capture stopped.
+    pub frontier: Vec<OpId>,
+}
+
+/// A finished trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    pub options: TraceOptions,
+    pub func_names: Vec<FuncName>,
+    pub ops: Vec<Op>,
+    pub layers: Vec<Layer>,
+    /// Module 0 is the root, `self`.
+    pub modules: Vec<Module>,
+    /// Call 0 is the root call.
+    pub module_calls: Vec<ModuleCall>,
+    pub params: Vec<Param>,
+    pub inputs: Vec<OpId>,
+    pub outputs: Vec<OpId>,
+    pub capture: CaptureStatus,
+    /// Backend-specific facts about the whole trace.
+    pub extras: Vec<(String, String)>,
+}
+
+impl Trace {
+    /// The function name of an op.
+    pub fn func_name(&self, op: &Op) -> &str {
+        self.func_names
+            .get(op.func as usize)
+            .map_or("", |func| func.name.as_str())
+    }
+
+    /// The normalized type of an op.
+    pub fn op_type(&self, op: &Op) -> &str {
+        self.func_names
+            .get(op.func as usize)
+            .map_or("", |func| func.op_type.as_str())
+    }
+
+    /// The layer an op belongs to.
+    pub fn layer_of(&self, op: &Op) -> Option<&Layer> {
+        self.layers.get(op.layer as usize)
+    }
+
+    /// Module calls from the op's innermost call out to the root call.
+    pub fn call_stack(&self, op: &Op) -> CallStack<'_> {
+        CallStack {
+            trace: self,
+            next: Some(op.module_call),
+        }
+    }
+
+    /// `address:call` of a module call, e.g. `encoder.layer:2`; the root is `self`.
+    pub fn call_name(&self, call: u32) -> String {
+        match self.module_calls.get(call as usize) {
+            Some(record) if record.module == 0 => "self".to_string(),
+            Some(record) => {
+                let address = self
+                    .modules
+                    .get(record.module as usize)
+                    .map_or("?", |module| module.address());
+                format!("{address}:{}", record.call_number)
+            }
+            None => "?".to_string(),
+        }
+    }
+
+    /// The stable site key of an op, rendered as text.
+    pub fn site_key(&self, op: &Op) -> String {
+        let module = self
+            .modules
+            .get(op.site.module as usize)
+            .map_or("?", |module| module.address());
+        format!(
+            "{module}/{}/{}/{}",
+            self.op_type(op),
+            op.site.output_slot,
+            op.site.ordinal
+        )
+    }
+
+    /// Finds an op by label: `relu_1_3:2` is one pass, `relu_1_3` the first pass of that layer
+    /// (or the op itself when its layer ran once).
+    pub fn find_label(&self, label: &str) -> Option<OpId> {
+        let (layer_label, pass) = match label.rsplit_once(':') {
+            Some((layer, pass)) => (layer, pass.parse::<usize>().ok()?),
+            None => (label, 1),
+        };
+        let layer = self.layers.iter().find(|layer| layer.label == layer_label)?;
+        layer.ops.get(pass.checked_sub(1)?).copied()
+    }
+}
+
+/// Iterator over an op's module calls, innermost first.
+pub struct CallStack<'a> {
+    trace: &'a Trace,
+    next: Option<u32>,
+}
+
+impl Iterator for CallStack<'_> {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        let current = self.next?;
+        self.next = self
+            .trace
+            .module_calls
+            .get(current as usize)
+            .and_then(|call| call.parent_call);
+        Some(current)
+    }
+}

@@ -97,23 +97,39 @@ pub enum RawEvent {
     Module(ModuleDecl),
     Param(ParamDecl),
     /// A model input; `name` is its path in the call (`x`, `args.1`, `kwargs.mask`, ...).
-    Input { name: String, value: TensorDesc },
+    Input {
+        name: String,
+        value: TensorDesc,
+    },
     /// A module buffer read during the forward (running statistics and the like).
-    Buffer { address: String, value: TensorDesc },
+    Buffer {
+        address: String,
+        value: TensorDesc,
+    },
     /// A value read from outside the traced call (a global tensor, a closure array).
-    Constant { value: TensorDesc },
+    Constant {
+        value: TensorDesc,
+    },
     Op(OpEvent),
     /// A module call starts.
-    Enter { module: ModuleId },
+    Enter {
+        module: ModuleId,
+    },
     /// A module call ends, returning these values.
     Exit {
         module: ModuleId,
         outputs: Vec<TensorId>,
     },
     /// A model output; `name` is its path in the return value.
-    Output { name: String, tensor: TensorId },
+    Output {
+        name: String,
+        tensor: TensorId,
+    },
     /// A backend-specific fact about the whole trace.
-    Extra { key: String, value: String },
+    Extra {
+        key: String,
+        value: String,
+    },
 }
 
 impl EventBatch {

@@ -18,3 +18,8 @@ pub mod model;
 pub use build::TraceBuilder;
 pub use error::{CoreError, CoreResult, ErrorKind};
 pub use model::Trace;
+pub mod demo_model;
+pub mod query;
+pub mod recorder;
+pub mod selectors;
+pub mod validation;

@@ -8,6 +8,9 @@
 
 mod distances;
 pub mod naming;
+mod session;
+
+pub use session::CaptureSession;
 
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};

@@ -247,7 +247,10 @@ impl Trace {
             Some((layer, pass)) => (layer, pass.parse::<usize>().ok()?),
             None => (label, 1),
         };
-        let layer = self.layers.iter().find(|layer| layer.label == layer_label)?;
+        let layer = self
+            .layers
+            .iter()
+            .find(|layer| layer.label == layer_label)?;
         layer.ops.get(pass.checked_sub(1)?).copied()
     }
 }

@@ -1,0 +1,143 @@
+//! Read-only questions hosts ask of a finished trace: summary rows and full ancestor or
+//! descendant sets (computed on demand; the trace itself only stores the cheap boundary sets).
+
+use crate::model::{OpId, Trace};
+use serde::{Deserialize, Serialize};
+
+/// One row of `trace.summary()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    pub op: OpId,
+    pub label: String,
+    pub func_name: String,
+    /// Innermost module call, `address:call` (`self` for the root).
+    pub module: String,
+    pub shape: String,
+    pub dtype: String,
+    pub parents: Vec<String>,
+    pub saved: bool,
+    pub param_count: u32,
+}
+
+/// Summary rows for every op, in capture order.
+pub fn summary_rows(trace: &Trace) -> Vec<SummaryRow> {
+    trace
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(index, op)| SummaryRow {
+            op: index as OpId,
+            label: op.label.clone(),
+            func_name: trace.func_name(op).to_string(),
+            module: trace.call_name(op.module_call),
+            shape: format_shape(&op.shape),
+            dtype: op.dtype.name().to_string(),
+            parents: op
+                .parents
+                .iter()
+                .filter_map(|edge| trace.ops.get(edge.op as usize))
+                .map(|parent| parent.label.clone())
+                .collect(),
+            saved: op.payload.is_some(),
+            param_count: op.params.len() as u32,
+        })
+        .collect()
+}
+
+/// `(2, 3)` style shape text.
+pub fn format_shape(shape: &[u64]) -> String {
+    let parts: Vec<String> = shape.iter().map(u64::to_string).collect();
+    if parts.len() == 1 {
+        format!("({},)", parts[0])
+    } else {
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// Renders summary rows as an aligned text table.
+pub fn summary_table(trace: &Trace) -> String {
+    let rows = summary_rows(trace);
+    let headers = [
+        "label", "func", "module", "shape", "dtype", "saved", "parents",
+    ];
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|row| {
+            [
+                row.label.clone(),
+                row.func_name.clone(),
+                row.module.clone(),
+                row.shape.clone(),
+                row.dtype.clone(),
+                if row.saved { "yes" } else { "no" }.to_string(),
+                row.parents.join(", "),
+            ]
+        })
+        .collect();
+    let mut widths = headers.map(str::len);
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut table = String::new();
+    let mut push_line = |columns: &[String]| {
+        let line: Vec<String> = columns
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        table.push_str(line.join("  ").trim_end());
+        table.push('\n');
+    };
+    push_line(&headers.map(String::from));
+    for row in &cells {
+        push_line(row);
+    }
+    table.push_str(&format!(
+        "{} ops, {} layers, {} modules, {} params, {} saved\n",
+        trace.ops.len(),
+        trace.layers.len(),
+        trace.modules.len(),
+        trace.params.len(),
+        rows.iter().filter(|row| row.saved).count()
+    ));
+    table
+}
+
+/// Every op that reaches `op` (excluding itself), ascending.
+pub fn ancestors(trace: &Trace, op: OpId) -> Vec<OpId> {
+    walk(trace, op, |current| &trace.ops[current as usize].parents)
+}
+
+/// Every op `op` reaches (excluding itself), ascending.
+pub fn descendants(trace: &Trace, op: OpId) -> Vec<OpId> {
+    walk(trace, op, |current| &trace.ops[current as usize].children)
+}
+
+fn walk<'a>(
+    trace: &'a Trace,
+    start: OpId,
+    next: impl Fn(OpId) -> &'a Vec<crate::model::Edge>,
+) -> Vec<OpId> {
+    if start as usize >= trace.ops.len() {
+        return Vec::new();
+    }
+    let mut seen = vec![false; trace.ops.len()];
+    let mut stack = vec![start];
+    seen[start as usize] = true;
+    let mut found = Vec::new();
+    while let Some(current) = stack.pop() {
+        for edge in next(current) {
+            if let Some(flag) = seen.get_mut(edge.op as usize) {
+                if !*flag {
+                    *flag = true;
+                    found.push(edge.op);
+                    stack.push(edge.op);
+                }
+            }
+        }
+    }
+    found.sort_unstable();
+    found
+}

@@ -23,3 +23,6 @@ pub mod query;
 pub mod recorder;
 pub mod selectors;
 pub mod validation;
+
+#[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
+mod component;

@@ -1,1 +1,24 @@
+//! Runs the TorchLens core component under wasmtime for native hosts (the CLI, the Python
+//! package, the tests and benchmarks).
+//!
+//! - [`runtime`]: one engine and compiled component per process, with an on-disk cache of the
+//!   ahead-of-time compiled component so that startup stays fast.
+//! - [`sandbox`]: the limits every instance runs under (memory cap, optional fuel) and the
+//!   imports it gets (none that reach the outside world).
+//! - [`instance`]: an instantiated core with typed calls; any trap ends the instance.
 
+pub mod instance;
+pub mod runtime;
+pub mod sandbox;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "torchlens-core",
+    });
+}
+
+pub use bindings::torchlens::core::types as wit;
+pub use instance::{CoreInstance, HostError};
+pub use runtime::{default_component_path, CoreRuntime};
+pub use sandbox::SandboxLimits;

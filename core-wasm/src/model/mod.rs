@@ -273,3 +273,23 @@ impl Iterator for CallStack<'_> {
         Some(current)
     }
 }
+
+impl Trace {
+    /// Keeps payload references only for `ops` (post-capture `save=`): every other op's
+    /// payload is dropped. Returns how many were dropped.
+    pub fn keep_payloads(&mut self, ops: &[OpId]) -> usize {
+        let mut keep = vec![false; self.ops.len()];
+        for &op in ops {
+            if let Some(flag) = keep.get_mut(op as usize) {
+                *flag = true;
+            }
+        }
+        let mut dropped = 0;
+        for (op, keep) in self.ops.iter_mut().zip(keep) {
+            if !keep && op.payload.take().is_some() {
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+}

@@ -1,0 +1,233 @@
+//! An instantiated core and the typed calls hosts make on it.
+
+use crate::bindings::exports::torchlens::core::core::Guest;
+use crate::bindings::{TorchlensCore, TorchlensCorePre};
+use crate::sandbox::{SandboxLimits, StoreState};
+use crate::wit;
+use thiserror::Error;
+use wasmtime::component::ResourceAny;
+use wasmtime::{Engine, Store, Trap};
+
+/// Why a host call failed.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum HostError {
+    /// The core refused: a typed error with a stable code.
+    #[error("[{code}] {message} (remedy: {remedy})")]
+    Core {
+        /// The WIT variant case (`malformed-file`, `invalid-events`, ...).
+        family: &'static str,
+        code: String,
+        message: String,
+        remedy: String,
+    },
+    /// The sandbox stopped the component (memory cap, fuel, or a bug in the core). The
+    /// instance is dead afterwards.
+    #[error("[{code}] the core component stopped: {message}")]
+    Trap { code: &'static str, message: String },
+    /// The component could not be loaded.
+    #[error("[core_component_unavailable] {0}")]
+    Load(String),
+    /// The instance trapped earlier and can no longer be used.
+    #[error("[core_instance_dead] this core instance trapped earlier; create a new one")]
+    Dead,
+}
+
+impl HostError {
+    /// The stable code of the error.
+    pub fn code(&self) -> &str {
+        match self {
+            HostError::Core { code, .. } => code,
+            HostError::Trap { code, .. } => code,
+            HostError::Load(_) => "core_component_unavailable",
+            HostError::Dead => "core_instance_dead",
+        }
+    }
+}
+
+impl From<wit::CoreError> for HostError {
+    fn from(error: wit::CoreError) -> Self {
+        let (family, info) = match error {
+            wit::CoreError::InvalidEvents(info) => ("invalid-events", info),
+            wit::CoreError::InvalidSelector(info) => ("invalid-selector", info),
+            wit::CoreError::MalformedFile(info) => ("malformed-file", info),
+            wit::CoreError::UnsupportedVersion(info) => ("unsupported-version", info),
+            wit::CoreError::LimitExceeded(info) => ("limit-exceeded", info),
+            wit::CoreError::InvalidTrace(info) => ("invalid-trace", info),
+            wit::CoreError::NotFound(info) => ("not-found", info),
+            wit::CoreError::Unsupported(info) => ("unsupported", info),
+        };
+        HostError::Core {
+            family,
+            code: info.code,
+            message: info.message,
+            remedy: info.remedy,
+        }
+    }
+}
+
+fn trap_error(error: wasmtime::Error) -> HostError {
+    let code = match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => "sandbox_fuel_exhausted",
+        Some(Trap::Interrupt) => "sandbox_deadline_exceeded",
+        _ if format!("{error:?}").contains("memory") => "sandbox_memory_exhausted",
+        _ => "sandbox_trap",
+    };
+    HostError::Trap {
+        code,
+        message: format!("{error:#}"),
+    }
+}
+
+/// One instance of the core with its store.
+pub struct CoreInstance {
+    store: Store<StoreState>,
+    bindings: TorchlensCore,
+    limits: SandboxLimits,
+    dead: bool,
+}
+
+impl CoreInstance {
+    pub(crate) fn new(
+        engine: &Engine,
+        pre: &TorchlensCorePre<StoreState>,
+        limits: SandboxLimits,
+    ) -> Result<Self, HostError> {
+        let mut store = Store::new(engine, StoreState::new(&limits));
+        store.limiter(|state| &mut state.limits);
+        if let Some(fuel) = limits.fuel_per_call {
+            store.set_fuel(fuel).map_err(trap_error)?;
+        }
+        let bindings = pre.instantiate(&mut store).map_err(trap_error)?;
+        Ok(Self {
+            store,
+            bindings,
+            limits,
+            dead: false,
+        })
+    }
+
+    /// Runs one call into the component: refills fuel, maps a trap to [`HostError::Trap`]
+    /// (and marks the instance dead) and a core refusal to [`HostError::Core`]. Every typed
+    /// call below goes through here; hosts can use it for any export.
+    pub fn call<R>(
+        &mut self,
+        body: impl FnOnce(&Guest, &mut Store<StoreState>) -> wasmtime::Result<Result<R, wit::CoreError>>,
+    ) -> Result<R, HostError> {
+        self.call_infallible(body)?.map_err(HostError::from)
+    }
+
+    /// Like [`CoreInstance::call`] for exports that cannot refuse.
+    pub fn call_infallible<R>(
+        &mut self,
+        body: impl FnOnce(&Guest, &mut Store<StoreState>) -> wasmtime::Result<R>,
+    ) -> Result<R, HostError> {
+        if self.dead {
+            return Err(HostError::Dead);
+        }
+        if let Some(fuel) = self.limits.fuel_per_call {
+            self.store.set_fuel(fuel).map_err(trap_error)?;
+        }
+        let core = self.bindings.torchlens_core_core();
+        body(core, &mut self.store).map_err(|error| {
+            self.dead = true;
+            trap_error(error)
+        })
+    }
+
+    /// The core's version.
+    pub fn version(&mut self) -> Result<String, HostError> {
+        self.call_infallible(|core, store| core.call_version(store))
+    }
+
+    /// Starts a capture session.
+    pub fn start_session(
+        &mut self,
+        options: wit::TraceOptions,
+        plan: Option<&wit::Selector>,
+    ) -> Result<ResourceAny, HostError> {
+        self.call(|core, store| core.capture_session().call_start(store, options, plan))
+    }
+
+    /// Ingests one postcard event batch.
+    pub fn ingest(
+        &mut self,
+        session: ResourceAny,
+        batch: &[u8],
+    ) -> Result<Vec<wit::Decision>, HostError> {
+        self.call(|core, store| core.capture_session().call_ingest(store, session, batch))
+    }
+
+    /// Finishes a session: the trace handle and the last decisions.
+    pub fn finish(
+        &mut self,
+        session: ResourceAny,
+    ) -> Result<(ResourceAny, Vec<wit::Decision>), HostError> {
+        self.call(|core, store| core.capture_session().call_finish(store, session))
+    }
+
+    /// Facts about a trace.
+    pub fn trace_info(&mut self, trace: ResourceAny) -> Result<wit::TraceInfo, HostError> {
+        self.call_infallible(|core, store| core.trace().call_info(store, trace))
+    }
+
+    /// The trace body (postcard).
+    pub fn body(&mut self, trace: ResourceAny) -> Result<Vec<u8>, HostError> {
+        self.call_infallible(|core, store| core.trace().call_body(store, trace))
+    }
+
+    /// A trace rebuilt from a postcard body.
+    pub fn from_body(&mut self, body: &[u8]) -> Result<ResourceAny, HostError> {
+        self.call(|core, store| core.trace().call_from_body(store, body))
+    }
+
+    /// Lays out a `.tlspec` for the trace.
+    pub fn encode(
+        &mut self,
+        trace: ResourceAny,
+        manifest: &wit::Manifest,
+    ) -> Result<wit::EncodedLayout, HostError> {
+        self.call(|core, store| core.trace().call_encode(store, trace, manifest))
+    }
+
+    /// Reads the header length from a file's first bytes.
+    pub fn tlspec_header_length(&mut self, first_bytes: &[u8]) -> Result<u64, HostError> {
+        self.call(|core, store| core.call_tlspec_header_length(store, first_bytes))
+    }
+
+    /// Parses a header (length prefix + JSON).
+    pub fn parse_tlspec_header(
+        &mut self,
+        header: &[u8],
+        file_length: u64,
+    ) -> Result<wit::HeaderInfo, HostError> {
+        self.call(|core, store| core.call_parse_tlspec_header(store, header, file_length))
+    }
+
+    /// Decodes a file's header and body into a trace.
+    pub fn decode_tlspec(
+        &mut self,
+        header: &[u8],
+        body: &[u8],
+        file_length: u64,
+    ) -> Result<(wit::HeaderInfo, ResourceAny), HostError> {
+        self.call(|core, store| core.call_decode_tlspec(store, header, body, file_length))
+    }
+
+    /// Ops matched by a selector.
+    pub fn select(
+        &mut self,
+        trace: ResourceAny,
+        selector: &wit::Selector,
+        where_results: &[wit::WhereResult],
+    ) -> Result<Vec<u32>, HostError> {
+        self.call(|core, store| core.trace().call_select(store, trace, selector, where_results))
+    }
+
+    /// Releases a resource handle (trace or session) inside the component.
+    pub fn drop_resource(&mut self, resource: ResourceAny) -> Result<(), HostError> {
+        if self.dead {
+            return Err(HostError::Dead);
+        }
+        resource.resource_drop(&mut self.store).map_err(trap_error)
+    }
+}

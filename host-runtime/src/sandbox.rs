@@ -1,0 +1,82 @@
+//! The sandbox: what an instance of the core may use. The component gets no filesystem, no
+//! environment, no clocks and no network: every WASI import traps, except the random source
+//! std's hash maps ask for at start-up, which gets fixed bytes (nothing in the core depends on
+//! randomness, and fixed bytes keep runs reproducible).
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{StoreLimits, StoreLimitsBuilder};
+
+/// Limits an instance runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Largest linear memory the component may grow to, in bytes.
+    pub memory_bytes: usize,
+    /// Fuel per call (roughly, wasm instructions); `None` runs without a fuel budget.
+    pub fuel_per_call: Option<u64>,
+}
+
+impl SandboxLimits {
+    /// For trusted in-process use (the Python package): a generous memory cap, no fuel.
+    pub fn trusted() -> Self {
+        Self {
+            memory_bytes: 4 << 30,
+            fuel_per_call: None,
+        }
+    }
+
+    /// For untrusted files (the CLI): a tight memory cap and a fuel budget per call.
+    pub fn untrusted() -> Self {
+        Self {
+            memory_bytes: 512 << 20,
+            fuel_per_call: Some(20_000_000_000),
+        }
+    }
+}
+
+/// Per-store state: the memory limiter.
+pub struct StoreState {
+    pub(crate) limits: StoreLimits,
+}
+
+impl StoreState {
+    pub(crate) fn new(limits: &SandboxLimits) -> Self {
+        Self {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(limits.memory_bytes)
+                .trap_on_grow_failure(true)
+                .build(),
+        }
+    }
+}
+
+/// Fills `len` bytes deterministically (a fixed pattern, not randomness).
+fn fixed_bytes(len: u64) -> Vec<u8> {
+    (0..len.min(1 << 16)).map(|index| (index as u8).wrapping_mul(31).wrapping_add(7)).collect()
+}
+
+/// Builds the linker: fixed random bytes for the random interfaces, traps for everything else.
+pub(crate) fn linker(
+    engine: &wasmtime::Engine,
+    component: &Component,
+) -> wasmtime::Result<Linker<StoreState>> {
+    let mut linker = Linker::new(engine);
+    for version in ["0.2.0", "0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7", "0.2.8"] {
+        if let Ok(mut random) = linker.instance(&format!("wasi:random/random@{version}")) {
+            random.func_wrap("get-random-bytes", |_store, (len,): (u64,)| {
+                Ok((fixed_bytes(len),))
+            })?;
+            random.func_wrap("get-random-u64", |_store, (): ()| Ok((0x5eed_u64,)))?;
+        }
+        if let Ok(mut seed) = linker.instance(&format!("wasi:random/insecure-seed@{version}")) {
+            seed.func_wrap("insecure-seed", |_store, (): ()| Ok(((0x5eed_u64, 0x7e11_u64),)))?;
+        }
+        if let Ok(mut insecure) = linker.instance(&format!("wasi:random/insecure@{version}")) {
+            insecure.func_wrap("get-insecure-random-bytes", |_store, (len,): (u64,)| {
+                Ok((fixed_bytes(len),))
+            })?;
+            insecure.func_wrap("get-insecure-random-u64", |_store, (): ()| Ok((0x5eed_u64,)))?;
+        }
+    }
+    linker.define_unknown_imports_as_traps(component)?;
+    Ok(linker)
+}

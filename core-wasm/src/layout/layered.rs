@@ -20,7 +20,7 @@ const DUMMY_WIDTH: f64 = 8.0;
 const MAX_SWEEPS: usize = 4;
 /// Cap on x-placement rounds (each a down and an up pass).
 const PLACEMENT_ROUNDS: usize = 2;
-/// Dummy vertices allowed beyond the linear budget of `2 * (V + E)`: past it, the longest edges
+/// Dummy vertices allowed beyond the linear budget of `V + E`: past it, the longest edges
 /// are drawn as one straight segment, so a graph with many very long edges (a mask read by
 /// every block) cannot blow up to O(E * layers).
 const EXTRA_DUMMIES: usize = 10_000;
@@ -32,6 +32,37 @@ pub(crate) struct Placement {
     pub edge_points: Vec<Vec<(f64, f64)>>,
     pub width: f64,
     pub height: f64,
+}
+
+/// Neighbour lists in compressed form (one allocation instead of one per vertex).
+struct Adjacency {
+    offsets: Vec<usize>,
+    targets: Vec<u32>,
+}
+
+impl Adjacency {
+    /// Groups `pairs` by their first element.
+    fn new(vertices: usize, pairs: &[(u32, u32)]) -> Self {
+        let mut offsets = vec![0usize; vertices + 1];
+        for &(from, _) in pairs {
+            offsets[from as usize + 1] += 1;
+        }
+        for index in 0..vertices {
+            offsets[index + 1] += offsets[index];
+        }
+        let mut fill = offsets.clone();
+        let mut targets = vec![0u32; pairs.len()];
+        for &(from, to) in pairs {
+            targets[fill[from as usize]] = to;
+            fill[from as usize] += 1;
+        }
+        Self { offsets, targets }
+    }
+
+    fn of(&self, vertex: u32) -> &[u32] {
+        let vertex = vertex as usize;
+        &self.targets[self.offsets[vertex]..self.offsets[vertex + 1]]
+    }
 }
 
 /// Longest-path layer of every node; nodes flagged in `float` with no parents then move down to
@@ -89,10 +120,10 @@ fn assign_layers(count: usize, edges: &[(u32, u32)], float: &[bool]) -> CoreResu
 
 /// Number of crossings between two adjacent layers, counted as inversions with a Fenwick tree
 /// (Barth, Jünger, Mutzel): O(E log V).
-fn count_crossings(upper: &[u32], down: &[Vec<u32>], pos: &[usize], lower_len: usize) -> u64 {
+fn count_crossings(upper: &[u32], down: &Adjacency, pos: &[usize], lower_len: usize) -> u64 {
     let mut pairs: Vec<(usize, usize)> = Vec::new();
     for &vertex in upper {
-        for &child in &down[vertex as usize] {
+        for &child in down.of(vertex) {
             pairs.push((pos[vertex as usize], pos[child as usize]));
         }
     }
@@ -117,7 +148,7 @@ fn count_crossings(upper: &[u32], down: &[Vec<u32>], pos: &[usize], lower_len: u
     crossings
 }
 
-fn total_crossings(layers: &[Vec<u32>], down: &[Vec<u32>], pos: &[usize]) -> u64 {
+fn total_crossings(layers: &[Vec<u32>], down: &Adjacency, pos: &[usize]) -> u64 {
     layers
         .windows(2)
         .map(|pair| count_crossings(&pair[0], down, pos, pair[1].len()))
@@ -126,11 +157,11 @@ fn total_crossings(layers: &[Vec<u32>], down: &[Vec<u32>], pos: &[usize]) -> u64
 
 /// Reorders one layer by the mean position of each vertex's neighbours in the adjacent layer;
 /// vertices without such neighbours keep their current position as their key.
-fn barycenter_sort(layer: &mut [u32], neighbours: &[Vec<u32>], pos: &mut [usize]) {
+fn barycenter_sort(layer: &mut [u32], neighbours: &Adjacency, pos: &mut [usize]) {
     let mut keyed: Vec<(f64, usize, u32)> = layer
         .iter()
         .map(|&vertex| {
-            let around = &neighbours[vertex as usize];
+            let around = neighbours.of(vertex);
             let current = pos[vertex as usize];
             let key = if around.is_empty() {
                 current as f64
@@ -190,7 +221,7 @@ fn place_row(layer: &[u32], widths: &[f64], desired: &[f64], centre: &mut [f64])
 /// centre of its `neighbours`.
 fn placement_pass<'a>(
     layers: impl Iterator<Item = &'a Vec<u32>>,
-    neighbours: &[Vec<u32>],
+    neighbours: &Adjacency,
     widths: &[f64],
     centre: &mut [f64],
 ) {
@@ -198,7 +229,7 @@ fn placement_pass<'a>(
         let desired: Vec<f64> = layer
             .iter()
             .map(|&vertex| {
-                let around = &neighbours[vertex as usize];
+                let around = neighbours.of(vertex);
                 if around.is_empty() {
                     centre[vertex as usize]
                 } else {
@@ -228,7 +259,7 @@ pub(crate) fn place(
     // Shortest edges get their bend points first: they are the ones a reader follows.
     let mut by_span: Vec<usize> = (0..edges.len()).filter(|&e| span(&edges[e]) > 0).collect();
     by_span.sort_by_key(|&e| (span(&edges[e]), e));
-    let mut budget = 2 * (count + edges.len()) + EXTRA_DUMMIES;
+    let mut budget = count + edges.len() + EXTRA_DUMMIES;
     let mut routed = vec![false; edges.len()];
     for e in by_span {
         let needed = span(&edges[e]);
@@ -255,17 +286,14 @@ pub(crate) fn place(
 
     // Adjacency between neighbouring layers only; an over-budget long edge takes no part in
     // ordering.
-    let mut up: Vec<Vec<u32>> = vec![Vec::new(); vertices];
-    let mut down: Vec<Vec<u32>> = vec![Vec::new(); vertices];
-    for chain in &chains {
-        for pair in chain.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            if layer_of[b as usize] == layer_of[a as usize] + 1 {
-                down[a as usize].push(b);
-                up[b as usize].push(a);
-            }
-        }
-    }
+    let segments: Vec<(u32, u32)> = chains
+        .iter()
+        .flat_map(|chain| chain.windows(2).map(|pair| (pair[0], pair[1])))
+        .filter(|&(a, b)| layer_of[b as usize] == layer_of[a as usize] + 1)
+        .collect();
+    let down = Adjacency::new(vertices, &segments);
+    let reversed: Vec<(u32, u32)> = segments.iter().map(|&(a, b)| (b, a)).collect();
+    let up = Adjacency::new(vertices, &reversed);
 
     let layer_count = layer_of.iter().copied().max().map_or(0, |max| max + 1);
     let mut layers: Vec<Vec<u32>> = vec![Vec::new(); layer_count];

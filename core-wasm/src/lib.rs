@@ -13,6 +13,7 @@ pub mod build;
 pub mod dtype;
 pub mod error;
 pub mod events;
+pub mod layout;
 pub mod model;
 
 pub use build::TraceBuilder;

@@ -44,8 +44,14 @@ fn func_matches_name_or_normalized_type() {
         ["tanh_1_6:1", "tanh_1_6:2", "tanh_1_6:3"]
     );
     // `add` matches the `__add__` operator; the exact dunder matches too.
-    assert_eq!(matched_labels(&trace, &leaf(Node::Func("add".into()))), ["add_1_8"]);
-    assert_eq!(matched_labels(&trace, &leaf(Node::Func("__add__".into()))), ["add_1_8"]);
+    assert_eq!(
+        matched_labels(&trace, &leaf(Node::Func("add".into()))),
+        ["add_1_8"]
+    );
+    assert_eq!(
+        matched_labels(&trace, &leaf(Node::Func("__add__".into()))),
+        ["add_1_8"]
+    );
     assert!(matched_labels(&trace, &leaf(Node::Func("conv2d".into()))).is_empty());
 }
 
@@ -61,7 +67,10 @@ fn label_matches_exactly_and_across_passes() {
         ["tanh_1_6:2"]
     );
     assert!(matched_labels(&trace, &leaf(Node::Label("tanh_1".into()))).is_empty());
-    assert_eq!(matched_labels(&trace, &leaf(Node::Label("input_1".into()))), ["input_1"]);
+    assert_eq!(
+        matched_labels(&trace, &leaf(Node::Label("input_1".into()))),
+        ["input_1"]
+    );
 }
 
 #[test]
@@ -96,7 +105,10 @@ fn module_matches_call_outputs_and_in_module_matches_everything_inside() {
         matched_labels(&trace, &leaf(Node::InModule("cell.linear".into()))),
         ["linear_2_5:1", "linear_2_5:2", "linear_2_5:3"]
     );
-    assert_eq!(matched_labels(&trace, &leaf(Node::Module("fc_out".into()))), ["linear_3_7"]);
+    assert_eq!(
+        matched_labels(&trace, &leaf(Node::Module("fc_out".into()))),
+        ["linear_3_7"]
+    );
 }
 
 #[test]
@@ -111,9 +123,11 @@ fn and_or_not_compose() {
         matched_labels(&trace, &both),
         ["linear_2_5:1", "linear_2_5:2", "linear_2_5:3"]
     );
-    let either = combine(Node::Func("relu".into()), Node::Func("softmax".into()), |a, b| {
-        Node::Or(vec![a, b])
-    });
+    let either = combine(
+        Node::Func("relu".into()),
+        Node::Func("softmax".into()),
+        |a, b| Node::Or(vec![a, b]),
+    );
     assert_eq!(matched_labels(&trace, &either), ["relu_1_4", "softmax_1_9"]);
     let outside = Selector {
         nodes: vec![
@@ -124,12 +138,18 @@ fn and_or_not_compose() {
         ],
         root: 3,
     };
-    assert_eq!(matched_labels(&trace, &outside), ["linear_1_3", "linear_3_7"]);
+    assert_eq!(
+        matched_labels(&trace, &outside),
+        ["linear_1_3", "linear_3_7"]
+    );
     let everything_but = Selector {
         nodes: vec![Node::Func("tanh".into()), Node::Not(0)],
         root: 1,
     };
-    assert_eq!(matched_labels(&trace, &everything_but).len(), trace.ops.len() - 3);
+    assert_eq!(
+        matched_labels(&trace, &everything_but).len(),
+        trace.ops.len() - 3
+    );
 }
 
 #[test]
@@ -187,7 +207,11 @@ fn temporal_selectors_look_at_neighbours() {
 fn value_dependent_selectors_use_host_results() {
     let trace = demo_trace();
     let selector = Selector {
-        nodes: vec![Node::Func("tanh".into()), Node::Where(7), Node::And(vec![0, 1])],
+        nodes: vec![
+            Node::Func("tanh".into()),
+            Node::Where(7),
+            Node::And(vec![0, 1]),
+        ],
         root: 2,
     };
     assert_eq!(selector.class(), SelectorClass::ValueDependent);
@@ -198,7 +222,10 @@ fn value_dependent_selectors_use_host_results() {
         predicate: 7,
         matched: vec![0, second_pass],
     }];
-    assert_eq!(evaluate(&trace, &selector, &results).unwrap(), vec![second_pass]);
+    assert_eq!(
+        evaluate(&trace, &selector, &results).unwrap(),
+        vec![second_pass]
+    );
     let error = CapturePlan::compile(selector).unwrap_err();
     assert_eq!(error.code, "selector_value_dependent_in_plan");
 }
@@ -207,7 +234,13 @@ fn value_dependent_selectors_use_host_results() {
 fn malformed_selectors_are_typed_errors() {
     let trace = demo_trace();
     let cases = [
-        (Selector { nodes: vec![], root: 0 }, "selector_size_invalid"),
+        (
+            Selector {
+                nodes: vec![],
+                root: 0,
+            },
+            "selector_size_invalid",
+        ),
         (
             Selector {
                 nodes: vec![Node::Func("relu".into())],
@@ -275,9 +308,11 @@ fn live_plans_agree_with_static_evaluation() {
         leaf(Node::LabelContains("relu".into())),
         leaf(Node::Module("cell".into())),
         leaf(Node::InModule("cell:2".into())),
-        combine(Node::Module("cell".into()), Node::Func("softmax".into()), |a, b| {
-            Node::Or(vec![a, b])
-        }),
+        combine(
+            Node::Module("cell".into()),
+            Node::Func("softmax".into()),
+            |a, b| Node::Or(vec![a, b]),
+        ),
         Selector {
             nodes: vec![
                 Node::Func("linear".into()),

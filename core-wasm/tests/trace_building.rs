@@ -30,7 +30,14 @@ fn labels_follow_type_index_and_step_index() {
     let trace = build(recorder.events, TraceOptions::default());
     assert_eq!(
         labels(&trace),
-        ["input_1", "linear_1_2", "relu_1_3", "add_1_4", "relu_2_5", "output_1"]
+        [
+            "input_1",
+            "linear_1_2",
+            "relu_1_3",
+            "add_1_4",
+            "relu_2_5",
+            "output_1"
+        ]
     );
     assert_eq!(trace.func_name(&trace.ops[3]), "__radd__");
     assert_eq!(trace.op_type(&trace.ops[3]), "add");
@@ -66,22 +73,44 @@ fn repeated_module_calls_group_into_passes() {
         .collect();
     assert_eq!(
         cell_ops,
-        ["linear_2_5:1", "tanh_1_6:1", "linear_2_5:2", "tanh_1_6:2", "linear_2_5:3", "tanh_1_6:3"]
+        [
+            "linear_2_5:1",
+            "tanh_1_6:1",
+            "linear_2_5:2",
+            "tanh_1_6:2",
+            "linear_2_5:3",
+            "tanh_1_6:3"
+        ]
     );
-    let tanh_layer = trace.layers.iter().find(|layer| layer.label == "tanh_1_6").unwrap();
+    let tanh_layer = trace
+        .layers
+        .iter()
+        .find(|layer| layer.label == "tanh_1_6")
+        .unwrap();
     assert_eq!(tanh_layer.ops.len(), 3);
-    let passes: Vec<u32> = tanh_layer.ops.iter().map(|&op| trace.ops[op as usize].pass).collect();
+    let passes: Vec<u32> = tanh_layer
+        .ops
+        .iter()
+        .map(|&op| trace.ops[op as usize].pass)
+        .collect();
     assert_eq!(passes, [1, 2, 3]);
     // A label without a pass finds the first pass; with a pass, that pass.
     assert_eq!(trace.find_label("tanh_1_6"), Some(tanh_layer.ops[0]));
     assert_eq!(trace.find_label("tanh_1_6:3"), Some(tanh_layer.ops[2]));
     assert_eq!(trace.find_label("tanh_1_6:4"), None);
     // Module calls are numbered.
-    let cell = trace.modules.iter().position(|module| module.address() == "cell").unwrap();
+    let cell = trace
+        .modules
+        .iter()
+        .position(|module| module.address() == "cell")
+        .unwrap();
     assert_eq!(trace.modules[cell].calls.len(), 3);
     let third = trace.modules[cell].calls[2];
     assert_eq!(trace.call_name(third), "cell:3");
-    assert_eq!(trace.call_name(trace.ops[tanh_layer.ops[2] as usize].module_call), "cell:3");
+    assert_eq!(
+        trace.call_name(trace.ops[tanh_layer.ops[2] as usize].module_call),
+        "cell:3"
+    );
 }
 
 #[test]
@@ -100,9 +129,8 @@ fn recurrence_detection_off_keeps_one_record_per_call() {
     assert_eq!(tanh, ["tanh_1_6", "tanh_2_8", "tanh_3_10"]);
     // Site keys do not depend on grouping.
     let grouped = build(demo_events(), TraceOptions::default());
-    let sites = |trace: &Trace| -> Vec<String> {
-        trace.ops.iter().map(|op| trace.site_key(op)).collect()
-    };
+    let sites =
+        |trace: &Trace| -> Vec<String> { trace.ops.iter().map(|op| trace.site_key(op)).collect() };
     assert_eq!(sites(&trace), sites(&grouped));
 }
 
@@ -116,7 +144,11 @@ fn modules_params_constants_and_module_tree() {
         .iter()
         .position(|module| module.address() == "cell.linear")
         .unwrap();
-    let cell = trace.modules.iter().position(|module| module.address() == "cell").unwrap();
+    let cell = trace
+        .modules
+        .iter()
+        .position(|module| module.address() == "cell")
+        .unwrap();
     assert_eq!(trace.modules[linear].parent, Some(cell as u32));
     assert_eq!(trace.modules[cell].parent, Some(0));
     let weight = trace
@@ -124,12 +156,24 @@ fn modules_params_constants_and_module_tree() {
         .iter()
         .find(|param| param.address == "cell.linear.weight")
         .unwrap();
-    assert_eq!(weight.users.len(), 3, "shared weights are read in every pass");
-    let constant = trace.ops.iter().position(|op| op.kind == OpKind::Constant).unwrap();
+    assert_eq!(
+        weight.users.len(),
+        3,
+        "shared weights are read in every pass"
+    );
+    let constant = trace
+        .ops
+        .iter()
+        .position(|op| op.kind == OpKind::Constant)
+        .unwrap();
     assert_eq!(trace.ops[constant].label, "constant_1");
     assert!(trace.ops[constant].parents.is_empty());
     assert!(trace.ops[constant].payload.is_some());
-    let add = trace.ops.iter().find(|op| op.label.starts_with("add")).unwrap();
+    let add = trace
+        .ops
+        .iter()
+        .find(|op| op.label.starts_with("add"))
+        .unwrap();
     assert!(add.parents.iter().any(|edge| edge.op as usize == constant));
 }
 
@@ -150,13 +194,24 @@ fn shared_modules_and_containers_keep_all_addresses() {
     recorder.exit(root, &[b]);
     recorder.output("out", b);
     let trace = build(recorder.events, TraceOptions::default());
-    let container = trace.modules.iter().find(|module| module.address() == "blocks").unwrap();
+    let container = trace
+        .modules
+        .iter()
+        .find(|module| module.address() == "blocks")
+        .unwrap();
     assert!(container.container);
     assert!(container.calls.is_empty());
-    let shared = trace.modules.iter().find(|module| module.address() == "blocks.0").unwrap();
+    let shared = trace
+        .modules
+        .iter()
+        .find(|module| module.address() == "blocks.0")
+        .unwrap();
     assert_eq!(shared.all_addresses, ["blocks.0", "blocks.1"]);
     assert_eq!(shared.calls.len(), 2);
-    assert_eq!(labels(&trace), ["input_1", "linear_1_2:1", "linear_1_2:2", "output_1"]);
+    assert_eq!(
+        labels(&trace),
+        ["input_1", "linear_1_2:1", "linear_1_2:2", "output_1"]
+    );
 }
 
 #[test]
@@ -219,7 +274,10 @@ fn distances_and_ancestor_sets() {
     let y = recorder.op("relu", &[x], &[2]);
     recorder.output("out", y);
     let trace = build(recorder.events, options);
-    assert!(trace.ops.iter().all(|op| op.distances.is_none() && op.input_ancestors.is_empty()));
+    assert!(trace
+        .ops
+        .iter()
+        .all(|op| op.distances.is_none() && op.input_ancestors.is_empty()));
 }
 
 #[test]
@@ -230,7 +288,10 @@ fn unregistered_values_become_constants_and_mark_capture_unverified() {
     recorder.output("out", y);
     let trace = build(recorder.events, TraceOptions::default());
     assert!(!trace.capture.verified);
-    assert_eq!(trace.capture.reason.as_deref(), Some("unregistered_value_read"));
+    assert_eq!(
+        trace.capture.reason.as_deref(),
+        Some("unregistered_value_read")
+    );
     assert_eq!(trace.ops[1].kind, OpKind::Constant);
     assert!(trace.ops[1].payload.is_none());
 }

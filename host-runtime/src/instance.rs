@@ -220,7 +220,10 @@ impl CoreInstance {
         selector: &wit::Selector,
         where_results: &[wit::WhereResult],
     ) -> Result<Vec<u32>, HostError> {
-        self.call(|core, store| core.trace().call_select(store, trace, selector, where_results))
+        self.call(|core, store| {
+            core.trace()
+                .call_select(store, trace, selector, where_results)
+        })
     }
 
     /// Releases a resource handle (trace or session) inside the component.

@@ -56,7 +56,10 @@ impl CoreRuntime {
     ) -> Result<Self, HostError> {
         let bytes = std::fs::read(path).map_err(|error| {
             load_error(
-                &format!("reading {} (build it with scripts/build-component.sh)", path.display()),
+                &format!(
+                    "reading {} (build it with scripts/build-component.sh)",
+                    path.display()
+                ),
                 error,
             )
         })?;

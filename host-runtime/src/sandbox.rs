@@ -51,7 +51,9 @@ impl StoreState {
 
 /// Fills `len` bytes deterministically (a fixed pattern, not randomness).
 fn fixed_bytes(len: u64) -> Vec<u8> {
-    (0..len.min(1 << 16)).map(|index| (index as u8).wrapping_mul(31).wrapping_add(7)).collect()
+    (0..len.min(1 << 16))
+        .map(|index| (index as u8).wrapping_mul(31).wrapping_add(7))
+        .collect()
 }
 
 /// Builds the linker: fixed random bytes for the random interfaces, traps for everything else.
@@ -60,7 +62,9 @@ pub(crate) fn linker(
     component: &Component,
 ) -> wasmtime::Result<Linker<StoreState>> {
     let mut linker = Linker::new(engine);
-    for version in ["0.2.0", "0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7", "0.2.8"] {
+    for version in [
+        "0.2.0", "0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7", "0.2.8",
+    ] {
         if let Ok(mut random) = linker.instance(&format!("wasi:random/random@{version}")) {
             random.func_wrap("get-random-bytes", |_store, (len,): (u64,)| {
                 Ok((fixed_bytes(len),))
@@ -68,13 +72,17 @@ pub(crate) fn linker(
             random.func_wrap("get-random-u64", |_store, (): ()| Ok((0x5eed_u64,)))?;
         }
         if let Ok(mut seed) = linker.instance(&format!("wasi:random/insecure-seed@{version}")) {
-            seed.func_wrap("insecure-seed", |_store, (): ()| Ok(((0x5eed_u64, 0x7e11_u64),)))?;
+            seed.func_wrap("insecure-seed", |_store, (): ()| {
+                Ok(((0x5eed_u64, 0x7e11_u64),))
+            })?;
         }
         if let Ok(mut insecure) = linker.instance(&format!("wasi:random/insecure@{version}")) {
             insecure.func_wrap("get-insecure-random-bytes", |_store, (len,): (u64,)| {
                 Ok((fixed_bytes(len),))
             })?;
-            insecure.func_wrap("get-insecure-random-u64", |_store, (): ()| Ok((0x5eed_u64,)))?;
+            insecure.func_wrap("get-insecure-random-u64", |_store, (): ()| {
+                Ok((0x5eed_u64,))
+            })?;
         }
     }
     linker.define_unknown_imports_as_traps(component)?;

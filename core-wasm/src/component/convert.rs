@@ -127,7 +127,10 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             .filter_map(|&param| trace.params.get(param as usize))
             .map(|param| param.address.clone())
             .collect(),
-        module_stack: trace.call_stack(op).map(|call| trace.call_name(call)).collect(),
+        module_stack: trace
+            .call_stack(op)
+            .map(|call| trace.call_name(call))
+            .collect(),
         shape: op.shape.clone(),
         dtype: op.dtype.name().to_string(),
         output_index: op.output_index,
@@ -199,7 +202,11 @@ pub fn module_infos(trace: &Trace) -> Vec<wit::ModuleInfo> {
             container: module.container,
             training: module.training,
             parent: module.parent.map(address),
-            children: module.children.iter().map(|&child| address(child)).collect(),
+            children: module
+                .children
+                .iter()
+                .map(|&child| address(child))
+                .collect(),
             params: module
                 .params
                 .iter()
@@ -209,7 +216,12 @@ pub fn module_infos(trace: &Trace) -> Vec<wit::ModuleInfo> {
             calls: module
                 .calls
                 .iter()
-                .filter_map(|&call| trace.module_calls.get(call as usize).map(|record| (call, record)))
+                .filter_map(|&call| {
+                    trace
+                        .module_calls
+                        .get(call as usize)
+                        .map(|record| (call, record))
+                })
                 .map(|(call, record)| wit::ModuleCallInfo {
                     name: trace.call_name(call),
                     call_number: record.call_number,

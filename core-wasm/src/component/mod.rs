@@ -12,13 +12,13 @@ use crate::build::CaptureSession as CoreSession;
 use crate::model::Trace as CoreTrace;
 use crate::selectors::{self, CapturePlan};
 use convert::{
-    core_error, decisions, graph_layout, header_info, layout_view, manifest, module_infos,
-    op_info, options, param_infos, selector, summary_rows, trace_info, where_results,
+    core_error, decisions, graph_layout, header_info, layout_view, manifest, module_infos, op_info,
+    options, param_infos, selector, summary_rows, trace_info, where_results,
 };
 use exports::torchlens::core::core::{
     CaptureSession, Guest, GuestCaptureSession, GuestTrace, Trace,
 };
-use exports::torchlens::core::types as wit;
+use torchlens::core::types as wit;
 use std::cell::RefCell;
 
 /// The component's implementation of the `core` interface.

@@ -1,0 +1,286 @@
+//! The built core component, loaded by wasmtime, against the native build of the same core:
+//! the same events give the same trace body, the same `.tlspec` bytes and the same answers.
+
+use torchlens_core::demo_model::demo_events;
+use torchlens_core::events::EventBatch;
+use torchlens_core::model::TraceOptions;
+use torchlens_core::tlspec;
+use torchlens_core::TraceBuilder;
+use torchlens_host_runtime::{
+    default_component_path, wit, CoreInstance, CoreRuntime, HostError, SandboxLimits,
+};
+
+fn runtime(limits: SandboxLimits) -> CoreRuntime {
+    let path = default_component_path();
+    CoreRuntime::from_component_file(&path, None, limits).unwrap_or_else(|error| {
+        panic!("{error}: run scripts/build-component.sh (or `make component`) first")
+    })
+}
+
+fn instance() -> CoreInstance {
+    runtime(SandboxLimits::trusted()).instantiate().unwrap()
+}
+
+fn wit_options() -> wit::TraceOptions {
+    wit::TraceOptions {
+        recurrence_detection: true,
+        compute_input_output_distances: true,
+    }
+}
+
+fn manifest() -> wit::Manifest {
+    wit::Manifest {
+        backend: "demo".into(),
+        backend_runtime: "none".into(),
+        backend_version: "0".into(),
+        payload_policy: "array_payloads".into(),
+        save_level: "all".into(),
+        created_at: "2026-11-30T00:00:00Z".into(),
+        codec_metadata: "{}".into(),
+        extra: vec![("note".into(), "component test".into())],
+    }
+}
+
+fn native_manifest() -> tlspec::Manifest {
+    let wit_manifest = manifest();
+    tlspec::Manifest {
+        backend: wit_manifest.backend,
+        backend_runtime: wit_manifest.backend_runtime,
+        backend_version: wit_manifest.backend_version,
+        payload_policy: wit_manifest.payload_policy,
+        save_level: wit_manifest.save_level,
+        created_at: wit_manifest.created_at,
+        codec_metadata: wit_manifest.codec_metadata,
+        extra: wit_manifest.extra,
+    }
+}
+
+fn native_trace() -> torchlens_core::Trace {
+    let mut builder = TraceBuilder::new(TraceOptions::default());
+    builder.ingest(demo_events()).unwrap();
+    builder.finish().unwrap()
+}
+
+/// Deterministic payload bytes for a slot.
+fn payload_bytes(slot: u64, length: u64) -> Vec<u8> {
+    (0..length).map(|index| (slot as u8).wrapping_mul(17) ^ index as u8).collect()
+}
+
+fn component_trace(core: &mut CoreInstance) -> wasmtime::component::ResourceAny {
+    let session = core.start_session(wit_options(), None).unwrap();
+    let events = demo_events();
+    for chunk in events.chunks(5) {
+        let batch = EventBatch {
+            events: chunk.to_vec(),
+        };
+        core.ingest(session, &batch.to_postcard()).unwrap();
+    }
+    let (trace, decisions) = core.finish(session).unwrap();
+    assert!(decisions.is_empty(), "no plan, no decisions");
+    trace
+}
+
+#[test]
+fn component_builds_the_same_trace_as_native() {
+    let mut core = instance();
+    assert_eq!(core.version().unwrap(), env!("CARGO_PKG_VERSION"));
+    let trace = component_trace(&mut core);
+    let native = native_trace();
+    assert_eq!(core.body(trace).unwrap(), tlspec::trace_to_body(&native));
+    let info = core.trace_info(trace).unwrap();
+    assert_eq!(info.op_count as usize, native.ops.len());
+    assert_eq!(info.inputs, native.inputs);
+}
+
+#[test]
+fn tlspec_bytes_through_the_component_equal_native_encode() {
+    let mut core = instance();
+    let trace = component_trace(&mut core);
+    let layout = core.encode(trace, &manifest()).unwrap();
+    let native = tlspec::encode_layout(&native_trace(), &native_manifest()).unwrap();
+    assert_eq!(layout.prefix, native.prefix, "header and body bytes are identical");
+    assert_eq!(layout.file_length, native.file_length);
+    assert_eq!(layout.payloads.len(), native.payloads.len());
+    for (ours, theirs) in layout.payloads.iter().zip(&native.payloads) {
+        assert_eq!(
+            (&ours.label, ours.offset, ours.length, ours.slot),
+            (&theirs.label, theirs.offset, theirs.length, theirs.slot)
+        );
+    }
+
+    // Write the file as a host does: prefix, then each payload at its offset.
+    let mut file = layout.prefix.clone();
+    for placement in &layout.payloads {
+        assert_eq!(file.len() as u64, placement.offset);
+        file.extend(payload_bytes(placement.slot, placement.length));
+    }
+    assert_eq!(file.len() as u64, layout.file_length);
+
+    // Read it back through the component: header first, then the body.
+    let header_length = core.tlspec_header_length(&file[..8]).unwrap();
+    let header = &file[..8 + header_length as usize];
+    let info = core.parse_tlspec_header(header, file.len() as u64).unwrap();
+    assert_eq!(info.manifest.backend, "demo");
+    assert_eq!(info.format_version, 1);
+    let body = &file[info.body_offset as usize..(info.body_offset + info.body_length) as usize];
+    let (_, decoded) = core.decode_tlspec(header, body, file.len() as u64).unwrap();
+    let (_, native_decoded) = tlspec::decode_file(&file).unwrap();
+    assert_eq!(core.body(decoded).unwrap(), tlspec::trace_to_body(&native_decoded));
+    for entry in &info.payloads {
+        let op = native_decoded.find_label(&entry.label).unwrap();
+        let slot = native_trace().ops[op as usize].payload.unwrap();
+        let bytes = &file[entry.offset as usize..(entry.offset + entry.length) as usize];
+        assert_eq!(bytes, payload_bytes(slot, entry.length), "{}", entry.label);
+    }
+
+    // A body round-trips on its own too.
+    let body = core.body(trace).unwrap();
+    let rebuilt = core.from_body(&body).unwrap();
+    assert_eq!(core.body(rebuilt).unwrap(), body);
+}
+
+#[test]
+fn selectors_and_errors_cross_the_boundary() {
+    let mut core = instance();
+    let trace = component_trace(&mut core);
+    let selector = wit::Selector {
+        nodes: vec![
+            wit::SelectorNode::Func("linear".into()),
+            wit::SelectorNode::InModule("cell".into()),
+            wit::SelectorNode::And(vec![0, 1]),
+        ],
+        root: 2,
+    };
+    let selected = core.select(trace, &selector, &[]).unwrap();
+    let native = torchlens_core::selectors::evaluate(
+        &native_trace(),
+        &torchlens_core::selectors::Selector {
+            nodes: vec![
+                torchlens_core::selectors::SelectorNode::Func("linear".into()),
+                torchlens_core::selectors::SelectorNode::InModule("cell".into()),
+                torchlens_core::selectors::SelectorNode::And(vec![0, 1]),
+            ],
+            root: 2,
+        },
+        &[],
+    )
+    .unwrap();
+    assert_eq!(selected, native);
+    assert_eq!(selected.len(), 3);
+
+    let bad = wit::Selector {
+        nodes: vec![wit::SelectorNode::Not(0)],
+        root: 0,
+    };
+    match core.select(trace, &bad, &[]) {
+        Err(HostError::Core { family, code, .. }) => {
+            assert_eq!(family, "invalid-selector");
+            assert_eq!(code, "selector_child_order");
+        }
+        other => panic!("expected a typed selector error, got {other:?}"),
+    }
+    match core.tlspec_header_length(&[1, 2, 3]) {
+        Err(HostError::Core { family, .. }) => assert_eq!(family, "malformed-file"),
+        other => panic!("expected a typed file error, got {other:?}"),
+    }
+    match core.ingest(core_session(&mut core), &[0xff, 0xff]) {
+        Err(HostError::Core { code, .. }) => assert_eq!(code, "events_undecodable"),
+        other => panic!("expected a typed event error, got {other:?}"),
+    }
+}
+
+fn core_session(core: &mut CoreInstance) -> wasmtime::component::ResourceAny {
+    core.start_session(wit_options(), None).unwrap()
+}
+
+#[test]
+fn live_plans_report_decisions_through_the_component() {
+    let mut core = instance();
+    let plan = wit::Selector {
+        nodes: vec![wit::SelectorNode::Module("cell".into())],
+        root: 0,
+    };
+    let session = core.start_session(wit_options(), Some(&plan)).unwrap();
+    let batch = EventBatch {
+        events: demo_events(),
+    };
+    let mut decisions = core.ingest(session, &batch.to_postcard()).unwrap();
+    let (trace, last) = core.finish(session).unwrap();
+    decisions.extend(last);
+    let info = core.trace_info(trace).unwrap();
+    assert_eq!(decisions.len() as u32, info.op_count);
+    let selected: Vec<u32> = decisions
+        .iter()
+        .filter(|decision| decision.selected)
+        .map(|decision| decision.op)
+        .collect();
+    assert_eq!(selected.len(), 3, "the three cell outputs");
+}
+
+#[test]
+fn the_memory_cap_stops_the_component_and_a_new_instance_recovers() {
+    let limits = SandboxLimits {
+        memory_bytes: 2 << 20,
+        fuel_per_call: Some(10_000_000_000),
+    };
+    let runtime = runtime(limits);
+    let mut core = runtime.instantiate().unwrap();
+    let mut recorder = torchlens_core::recorder::EventRecorder::default();
+    let mut value = recorder.input("x", &[1]);
+    for _ in 0..50_000 {
+        value = recorder.op("relu", &[value], &[1]);
+    }
+    let batch = EventBatch {
+        events: recorder.events,
+    }
+    .to_postcard();
+    let session = core.start_session(wit_options(), None).unwrap();
+    match core.ingest(session, &batch) {
+        Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_memory_exhausted"),
+        other => panic!("expected the memory cap to stop the call, got {other:?}"),
+    }
+    assert_eq!(core.version(), Err(HostError::Dead));
+    let mut fresh = runtime.instantiate().unwrap();
+    assert_eq!(fresh.version().unwrap(), env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn fuel_bounds_a_call() {
+    let limits = SandboxLimits {
+        memory_bytes: 256 << 20,
+        fuel_per_call: Some(100_000),
+    };
+    let mut core = runtime(limits).instantiate().unwrap();
+    let batch = EventBatch {
+        events: demo_events().repeat(1),
+    };
+    let mut recorder = torchlens_core::recorder::EventRecorder::default();
+    let mut value = recorder.input("x", &[1]);
+    for _ in 0..10_000 {
+        value = recorder.op("relu", &[value], &[1]);
+    }
+    let _ = batch;
+    let session = core.start_session(wit_options(), None).unwrap();
+    let big = EventBatch {
+        events: recorder.events,
+    }
+    .to_postcard();
+    match core.ingest(session, &big) {
+        Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_fuel_exhausted"),
+        other => panic!("expected fuel to run out, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_precompiled_cache_is_written_and_reused() {
+    let cache = std::env::temp_dir().join(format!("torchlens-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let path = default_component_path();
+    let first = CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
+    let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
+    assert_eq!(entries.len(), 1, "one precompiled component cached");
+    drop(first);
+    let second = CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
+    assert_eq!(second.instantiate().unwrap().version().unwrap(), env!("CARGO_PKG_VERSION"));
+    let _ = std::fs::remove_dir_all(&cache);
+}

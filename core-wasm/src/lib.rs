@@ -14,6 +14,7 @@ pub mod dtype;
 pub mod error;
 pub mod events;
 pub mod model;
+pub mod tlspec;
 
 pub use build::TraceBuilder;
 pub use error::{CoreError, CoreResult, ErrorKind};

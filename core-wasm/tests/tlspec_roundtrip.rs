@@ -270,8 +270,44 @@ fn encoding_refuses_what_it_cannot_store() {
     let error = tlspec::encode_layout(&huge, &Manifest::default()).unwrap_err();
     assert_eq!(error.code, "tlspec_rank_too_large");
 
+    let mut reserved_label = trace.clone();
+    reserved_label.ops[1].label = "__metadata__".to_string();
+    let error = tlspec::encode_layout(&reserved_label, &Manifest::default()).unwrap_err();
+    assert_eq!(error.code, "tlspec_label_reserved");
+
     let mut invalid = trace;
     invalid.ops[1].parents[0].op = 7;
     let error = tlspec::encode_layout(&invalid, &Manifest::default()).unwrap_err();
     assert_eq!(error.code, "trace_edge_out_of_range");
+}
+
+#[test]
+fn scalar_and_zero_size_payloads_round_trip() {
+    let steps = [
+        Step {
+            dtype: "float32",
+            shape: vec![],
+            payload: true,
+        },
+        Step {
+            dtype: "int16",
+            shape: vec![0, 3],
+            payload: true,
+        },
+        Step {
+            dtype: "complex128",
+            shape: vec![0],
+            payload: true,
+        },
+        Step {
+            dtype: "uint8",
+            shape: vec![0],
+            payload: true,
+        },
+    ];
+    let trace = chain_trace(&steps, false);
+    let file = encode(&trace);
+    let header = check_round_trip(&trace, &file);
+    assert_eq!(header.payloads.len(), 4);
+    safetensors::SafeTensors::deserialize(&file).expect("valid safetensors");
 }

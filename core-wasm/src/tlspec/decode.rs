@@ -373,7 +373,7 @@ fn check_storage(tensor: &Checked, logical: &str) -> CoreResult<()> {
             let item = Dtype::from_name(logical).item_size().unwrap_or(1);
             tensor.dtype == "U8"
                 && tensor.shape.len() == 1
-                && (tensor.end - tensor.start) % item == 0
+                && (tensor.end - tensor.start).checked_rem(item) == Some(0)
         }
     };
     if consistent {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod layout;
 pub mod model;
+pub mod tlspec;
 
 pub use build::TraceBuilder;
 pub use error::{CoreError, CoreResult, ErrorKind};

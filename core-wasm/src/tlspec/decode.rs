@@ -1,0 +1,500 @@
+//! Decoding in steps, so a host never has to hand the whole file to the core: the first 8
+//! bytes give the header length, the header gives the body range and the payload table, and
+//! the body gives the trace. Payload bytes stay with the host.
+
+use super::dtype_map::{element_count, storage_dtype, storage_item_size, StorageDtype};
+use super::errors::{limit, malformed, REMEDY_DAMAGED, REMEDY_RANGES};
+use super::header::{self, RawHeader};
+use super::limits::{Limits, MAX_RANK};
+use super::manifest::Manifest;
+use super::validate::validate_trace;
+use super::{BODY_TENSOR, FORMAT, FORMAT_VERSION};
+use crate::dtype::Dtype;
+use crate::error::{CoreError, CoreResult, ErrorKind};
+use crate::model::Trace;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// One payload tensor of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PayloadEntry {
+    /// The op label (the tensor name).
+    pub label: String,
+    /// Logical dtype name from the manifest (`bfloat16`, `complex128`, ...).
+    pub dtype: String,
+    /// The safetensors dtype it is stored as (`BF16`, `U8`, ...).
+    pub storage_dtype: String,
+    /// The stored shape: the op's shape, or `[nbytes]` for a payload stored as bits (the
+    /// logical shape is then the op's shape in the trace).
+    pub shape: Vec<u64>,
+    /// Absolute file offset of the first byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+}
+
+/// What the header says: manifest, where the body is, and the payload table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderInfo {
+    pub manifest: Manifest,
+    /// Length of the header JSON (after the 8 length bytes).
+    pub header_length: u64,
+    /// Absolute offset and length of the body tensor.
+    pub body_offset: u64,
+    pub body_length: u64,
+    /// Payloads in file order; after [`decode_body`], an op's payload slot is its index here.
+    pub payloads: Vec<PayloadEntry>,
+    pub file_length: u64,
+}
+
+fn too_short(what: &str) -> CoreError {
+    malformed(
+        "tlspec_too_short",
+        format!("{what} is shorter than the 8-byte header length"),
+        REMEDY_DAMAGED,
+    )
+}
+
+/// Reads the header length from the first 8 bytes (little endian), bounded by the default
+/// [`Limits::max_header_bytes`] so a host can size its read safely.
+pub fn header_length(first8: &[u8]) -> CoreResult<u64> {
+    header_length_with(first8, &Limits::default())
+}
+
+fn header_length_with(first8: &[u8], limits: &Limits) -> CoreResult<u64> {
+    let bytes: [u8; 8] = first8
+        .get(..8)
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| too_short("the file"))?;
+    let length = u64::from_le_bytes(bytes);
+    if length > limits.max_header_bytes {
+        return Err(limit(
+            "tlspec_header_too_large",
+            format!(
+                "the header declares {length} bytes, more than the limit of {}",
+                limits.max_header_bytes
+            ),
+            "the file is damaged or hostile; .tlspec headers stay far below this limit",
+        ));
+    }
+    Ok(length)
+}
+
+/// Parses the header (`header` = the 8 length bytes followed by the header JSON) of a file of
+/// `file_length` bytes, with the default [`Limits`].
+pub fn parse_header(header: &[u8], file_length: u64) -> CoreResult<HeaderInfo> {
+    parse_header_with(header, file_length, &Limits::default())
+}
+
+/// [`parse_header`] with explicit limits.
+pub fn parse_header_with(
+    header: &[u8],
+    file_length: u64,
+    limits: &Limits,
+) -> CoreResult<HeaderInfo> {
+    if file_length < 8 {
+        return Err(too_short("the file"));
+    }
+    let json_length = header_length_with(header, limits)?;
+    let available = file_length - 8;
+    if json_length > available {
+        return Err(malformed(
+            "tlspec_header_truncated",
+            format!("the header declares {json_length} bytes, but the file holds {available} after the length"),
+            REMEDY_DAMAGED,
+        ));
+    }
+    if header.len() as u64 != 8 + json_length {
+        return Err(malformed(
+            "tlspec_length_mismatch",
+            format!(
+                "got {} header bytes, expected {}",
+                header.len(),
+                8 + json_length
+            ),
+            REMEDY_RANGES,
+        ));
+    }
+    let json = std::str::from_utf8(&header[8..]).map_err(|error| {
+        malformed(
+            "tlspec_header_not_utf8",
+            format!("the header is not UTF-8: {error}"),
+            REMEDY_DAMAGED,
+        )
+    })?;
+    let raw = header::parse(json).map_err(|error| {
+        let code = match error.classify() {
+            serde_json::error::Category::Data => "tlspec_header_invalid",
+            _ => "tlspec_header_not_json",
+        };
+        malformed(
+            code,
+            format!("the header is not a safetensors header: {error}"),
+            REMEDY_DAMAGED,
+        )
+    })?;
+    let data_available = available - json_length;
+    interpret(raw, json_length, data_available, file_length, limits)
+}
+
+fn not_tlspec(message: &str) -> CoreError {
+    malformed(
+        "tlspec_not_a_tlspec",
+        format!("a safetensors file, but not a .tlspec: {message}"),
+        "open it with a safetensors reader; .tlspec files are written by TorchLens save",
+    )
+}
+
+fn offsets_invalid(message: String) -> CoreError {
+    malformed("tlspec_offsets_invalid", message, REMEDY_DAMAGED)
+}
+
+fn payload_mismatch(message: String) -> CoreError {
+    malformed("tlspec_payload_mismatch", message, REMEDY_DAMAGED)
+}
+
+/// A tensor entry after the size checks.
+struct Checked {
+    name: String,
+    dtype: String,
+    shape: Vec<u64>,
+    start: u64,
+    end: u64,
+}
+
+fn interpret(
+    raw: RawHeader,
+    json_length: u64,
+    data_available: u64,
+    file_length: u64,
+    limits: &Limits,
+) -> CoreResult<HeaderInfo> {
+    if let Some(name) = raw.duplicate {
+        return Err(malformed(
+            "tlspec_header_invalid",
+            format!("the header names `{name}` more than once"),
+            REMEDY_DAMAGED,
+        ));
+    }
+    let metadata = raw
+        .metadata
+        .ok_or_else(|| not_tlspec("it has no __metadata__"))?;
+    if metadata.get("format").map(String::as_str) != Some(FORMAT) {
+        return Err(not_tlspec("its __metadata__ has no format=tlspec"));
+    }
+    let version = metadata.get("format_version").map_or("", String::as_str);
+    if version.parse::<u32>().ok() != Some(FORMAT_VERSION) {
+        return Err(CoreError::new(
+            ErrorKind::UnsupportedVersion,
+            "tlspec_version_unsupported",
+            format!("format version `{version}`; this core reads version {FORMAT_VERSION}"),
+            "open the file with the TorchLens version that wrote it, or upgrade TorchLens",
+        ));
+    }
+    let (manifest, logical_json) = Manifest::from_metadata(metadata)?;
+    let logical: BTreeMap<String, String> =
+        serde_json::from_str(&logical_json).map_err(|error| {
+            malformed(
+                "tlspec_manifest_invalid",
+                format!("logical_dtypes is not a JSON object of strings: {error}"),
+                REMEDY_DAMAGED,
+            )
+        })?;
+
+    let mut tensors = Vec::with_capacity(raw.tensors.len());
+    for (name, tensor) in raw.tensors {
+        if tensor.shape.rank > MAX_RANK as u64 {
+            return Err(limit(
+                "tlspec_rank_too_large",
+                format!(
+                    "tensor `{name}` has rank {}, more than {MAX_RANK}",
+                    tensor.shape.rank
+                ),
+                "the file is damaged or hostile; no .tlspec payload has this rank",
+            ));
+        }
+        let item_size = storage_item_size(&tensor.dtype).ok_or_else(|| {
+            malformed(
+                "tlspec_dtype_unknown",
+                format!(
+                    "tensor `{name}` has dtype `{}`, which .tlspec never stores",
+                    tensor.dtype
+                ),
+                REMEDY_DAMAGED,
+            )
+        })?;
+        let length = element_count(&tensor.shape.dims)
+            .and_then(|count| count.checked_mul(item_size))
+            .ok_or_else(|| {
+                malformed(
+                    "tlspec_shape_overflow",
+                    format!("tensor `{name}`'s shape overflows a 64-bit byte count"),
+                    REMEDY_DAMAGED,
+                )
+            })?;
+        let (start, end) = tensor.data_offsets;
+        if end < start || end - start != length {
+            return Err(offsets_invalid(format!(
+                "tensor `{name}` spans {start}..{end} but its shape and dtype need {length} bytes"
+            )));
+        }
+        tensors.push(Checked {
+            name,
+            dtype: tensor.dtype,
+            shape: tensor.shape.dims,
+            start,
+            end,
+        });
+    }
+    // Same rule as safetensors: sorted by offset, tensors tile the data section from 0.
+    tensors.sort_by_key(|tensor| (tensor.start, tensor.end));
+    let mut expected = 0u64;
+    for tensor in &tensors {
+        if tensor.start != expected {
+            return Err(offsets_invalid(format!(
+                "tensor `{}` starts at {} where {expected} was expected (overlap or gap)",
+                tensor.name, tensor.start
+            )));
+        }
+        expected = tensor.end;
+    }
+    if expected > data_available {
+        return Err(malformed(
+            "tlspec_truncated",
+            format!(
+                "the header declares {expected} data bytes, but the file holds {data_available}"
+            ),
+            REMEDY_DAMAGED,
+        ));
+    }
+    if expected < data_available {
+        return Err(malformed(
+            "tlspec_trailing_data",
+            format!(
+                "the file holds {data_available} data bytes, but the header declares {expected}"
+            ),
+            REMEDY_DAMAGED,
+        ));
+    }
+
+    let mut tensors = tensors.into_iter();
+    let body = match tensors.next() {
+        Some(body) if body.name == BODY_TENSOR => body,
+        first => {
+            return Err(match first {
+                Some(_)
+                    if tensors
+                        .as_slice()
+                        .iter()
+                        .any(|tensor| tensor.name == BODY_TENSOR) =>
+                {
+                    malformed(
+                        "tlspec_body_invalid",
+                        "the body tensor is not the first tensor of the data",
+                        REMEDY_DAMAGED,
+                    )
+                }
+                _ => not_tlspec("it has no __torchlens_body__ tensor"),
+            })
+        }
+    };
+    if body.dtype != "U8" || body.shape.len() != 1 {
+        return Err(malformed(
+            "tlspec_body_invalid",
+            format!(
+                "the body tensor has dtype {} and rank {}, expected U8 of rank 1",
+                body.dtype,
+                body.shape.len()
+            ),
+            REMEDY_DAMAGED,
+        ));
+    }
+    let body_length = body.end - body.start;
+    if body_length > limits.max_body_bytes {
+        return Err(limit(
+            "tlspec_body_too_large",
+            format!(
+                "the body takes {body_length} bytes, more than the limit of {}",
+                limits.max_body_bytes
+            ),
+            "raise Limits::max_body_bytes if the file is trusted",
+        ));
+    }
+    let data_start = 8 + json_length;
+
+    let mut payloads = Vec::with_capacity(tensors.len());
+    for tensor in tensors {
+        let dtype = logical.get(&tensor.name).ok_or_else(|| {
+            payload_mismatch(format!(
+                "payload `{}` has no logical dtype in the manifest",
+                tensor.name
+            ))
+        })?;
+        check_storage(&tensor, dtype)?;
+        payloads.push(PayloadEntry {
+            dtype: dtype.clone(),
+            storage_dtype: tensor.dtype,
+            shape: tensor.shape,
+            offset: data_start + tensor.start,
+            length: tensor.end - tensor.start,
+            label: tensor.name,
+        });
+    }
+    // Every payload found its logical dtype and names are unique, so equal counts mean the
+    // manifest describes exactly these payloads.
+    if logical.len() != payloads.len() {
+        return Err(payload_mismatch(format!(
+            "the manifest lists {} payload dtypes for {} payload tensors",
+            logical.len(),
+            payloads.len()
+        )));
+    }
+    Ok(HeaderInfo {
+        manifest,
+        header_length: json_length,
+        body_offset: data_start + body.start,
+        body_length,
+        payloads,
+        file_length,
+    })
+}
+
+/// Checks that a payload's stored dtype and shape are how its logical dtype is stored.
+fn check_storage(tensor: &Checked, logical: &str) -> CoreResult<()> {
+    let storage = storage_dtype(&Dtype::from_name(logical)).map_err(|_| {
+        payload_mismatch(format!(
+            "payload `{}` has unknown logical dtype `{logical}`",
+            tensor.name
+        ))
+    })?;
+    let consistent = match storage {
+        StorageDtype::Native(name) => name == tensor.dtype,
+        StorageDtype::Bits => {
+            let item = Dtype::from_name(logical).item_size().unwrap_or(1);
+            tensor.dtype == "U8"
+                && tensor.shape.len() == 1
+                && (tensor.end - tensor.start).checked_rem(item) == Some(0)
+        }
+    };
+    if consistent {
+        Ok(())
+    } else {
+        Err(payload_mismatch(format!(
+            "payload `{}` is stored as {} {:?}, which is not how {logical} is stored",
+            tensor.name, tensor.dtype, tensor.shape
+        )))
+    }
+}
+
+fn undecodable(message: String) -> CoreError {
+    malformed("tlspec_body_undecodable", message, REMEDY_DAMAGED)
+}
+
+/// Decodes the body bytes (exactly `header.body_length` of them) into a trace, checks its
+/// format version and invariants ([`super::validate_trace`]) and that its payloads are exactly
+/// the header's payload table; each op's payload slot becomes its index in `header.payloads`.
+pub fn decode_body(header: &HeaderInfo, body: &[u8]) -> CoreResult<Trace> {
+    if body.len() as u64 != header.body_length {
+        return Err(malformed(
+            "tlspec_length_mismatch",
+            format!(
+                "got {} body bytes, expected {}",
+                body.len(),
+                header.body_length
+            ),
+            REMEDY_RANGES,
+        ));
+    }
+    // Postcard never preallocates past what the remaining bytes could hold, so a body that
+    // declares a billion ops fails at the end of its bytes instead of allocating for them.
+    let (version, rest) = postcard::take_from_bytes::<u32>(body)
+        .map_err(|error| undecodable(format!("the body has no format version: {error}")))?;
+    if version != FORMAT_VERSION {
+        return Err(CoreError::new(
+            ErrorKind::UnsupportedVersion,
+            "tlspec_version_unsupported",
+            format!("body format version {version}; this core reads version {FORMAT_VERSION}"),
+            "open the file with the TorchLens version that wrote it, or upgrade TorchLens",
+        ));
+    }
+    let (mut trace, padding) = postcard::take_from_bytes::<Trace>(rest)
+        .map_err(|error| undecodable(format!("the trace body does not decode: {error}")))?;
+    if padding.len() >= 8 || padding.iter().any(|&byte| byte != 0) {
+        return Err(undecodable(format!(
+            "{} bytes follow the trace body, more than its zero padding",
+            padding.len()
+        )));
+    }
+    validate_trace(&trace)?;
+    attach_payloads(&mut trace, &header.payloads)?;
+    Ok(trace)
+}
+
+fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<()> {
+    let index: HashMap<&str, usize> = payloads
+        .iter()
+        .enumerate()
+        .map(|(slot, entry)| (entry.label.as_str(), slot))
+        .collect();
+    let mut matched = 0usize;
+    for op in &mut trace.ops {
+        if op.payload.is_none() {
+            continue;
+        }
+        let slot = *index.get(op.label.as_str()).ok_or_else(|| {
+            payload_mismatch(format!(
+                "op {} has a payload but the file holds no tensor for it",
+                op.label
+            ))
+        })?;
+        let entry = &payloads[slot];
+        let length = op
+            .dtype
+            .item_size()
+            .and_then(|item| element_count(&op.shape)?.checked_mul(item));
+        let shape_ok = match storage_dtype(&op.dtype) {
+            Ok(StorageDtype::Native(_)) => entry.shape == op.shape,
+            Ok(StorageDtype::Bits) => true,
+            Err(_) => false,
+        };
+        if entry.dtype != op.dtype.name() || length != Some(entry.length) || !shape_ok {
+            return Err(payload_mismatch(format!(
+                "op {} is {} {:?}, but its tensor is {} {:?}",
+                op.label, op.dtype, op.shape, entry.dtype, entry.shape
+            )));
+        }
+        op.payload = Some(slot as u64);
+        matched += 1;
+    }
+    // Labels are unique (validated), so each tensor matched at most one op.
+    if matched != payloads.len() {
+        return Err(payload_mismatch(format!(
+            "the file holds {} payload tensors but the trace refers to {matched}",
+            payloads.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Decodes a whole file held in memory: header, then body. Payload bytes are not read; they
+/// lie at each [`PayloadEntry`]'s `offset`.
+pub fn decode_file(bytes: &[u8]) -> CoreResult<(HeaderInfo, Trace)> {
+    let json_length = header_length(bytes)?;
+    let header_end = usize::try_from(8 + json_length).unwrap_or(usize::MAX);
+    // When the file is shorter than its header, parse_header reports the truncation.
+    let header_bytes = bytes.get(..header_end).unwrap_or(bytes);
+    let header = parse_header(header_bytes, bytes.len() as u64)?;
+    let range = usize::try_from(header.body_offset)
+        .ok()
+        .zip(usize::try_from(header.body_length).ok())
+        .and_then(|(start, length)| bytes.get(start..start.checked_add(length)?))
+        .ok_or_else(|| {
+            limit(
+                "tlspec_body_too_large",
+                "the body is not addressable on this platform",
+                "open the file on a 64-bit host",
+            )
+        })?;
+    let trace = decode_body(&header, range)?;
+    Ok((header, trace))
+}

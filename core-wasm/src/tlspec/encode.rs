@@ -1,0 +1,279 @@
+//! Encoding: the core lays the file out, the host writes the payload bytes.
+
+use super::dtype_map::{element_count, storage_dtype, StorageDtype};
+use super::header::{HeaderOut, TensorOut};
+use super::limits::{Limits, MAX_RANK};
+use super::manifest::Manifest;
+use super::validate::validate_trace;
+use super::{BODY_TENSOR, FORMAT_VERSION};
+use crate::error::{CoreError, CoreResult, ErrorKind};
+use crate::events::PayloadSlot;
+use crate::model::Trace;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Where one payload goes in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PayloadPlacement {
+    /// The op whose payload this is.
+    pub op: u32,
+    /// The host's handle on the payload (the op's `payload` slot).
+    pub slot: PayloadSlot,
+    /// The op label, which is the tensor name.
+    pub label: String,
+    /// Absolute file offset of the first byte.
+    pub offset: u64,
+    /// Exact number of bytes the host must write.
+    pub length: u64,
+    /// Logical dtype name (`bfloat16`, `complex128`, ...).
+    pub dtype: String,
+}
+
+/// A laid-out file: write `prefix`, then each payload's bytes in `payloads` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedLayout {
+    /// 8-byte LE header length, header JSON and the body tensor: everything before the first
+    /// payload.
+    pub prefix: Vec<u8>,
+    /// Payload placements in file order (contiguous, the first at `prefix.len()`).
+    pub payloads: Vec<PayloadPlacement>,
+    /// Total length of the finished file.
+    pub file_length: u64,
+}
+
+/// The body as written: a borrowed twin of [`super::TraceBody`] (same postcard bytes), so
+/// encoding never clones the trace.
+#[derive(Serialize)]
+struct TraceBodyRef<'a> {
+    format_version: u32,
+    trace: &'a Trace,
+}
+
+/// One payload before placement.
+struct Pending<'a> {
+    op: u32,
+    slot: PayloadSlot,
+    label: &'a str,
+    logical: &'a str,
+    storage: StorageDtype,
+    storage_shape: Vec<u64>,
+    length: u64,
+    alignment: u64,
+}
+
+fn encode_error(code: &'static str, message: String, remedy: &'static str) -> CoreError {
+    CoreError::new(ErrorKind::InvalidTrace, code, message, remedy)
+}
+
+/// Lays out a `.tlspec` for `trace`: validates the trace, encodes the body and the header, and
+/// places each op's payload. Payloads are ordered by alignment (largest first, as safetensors
+/// does), then by op id, and the body is zero-padded to 8 bytes, so every payload starts at an
+/// offset aligned to its element size (up to 8) and hosts can map it without copying.
+pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLayout> {
+    validate_trace(trace)?;
+    let mut pending = Vec::new();
+    for (index, op) in trace.ops.iter().enumerate() {
+        let Some(slot) = op.payload else { continue };
+        pending.push(pending_payload(index as u32, slot, op)?);
+    }
+    // Stable sort keeps op order among payloads of one alignment.
+    pending.sort_by_key(|payload| std::cmp::Reverse(payload.alignment));
+
+    let mut body = postcard::to_allocvec(&TraceBodyRef {
+        format_version: FORMAT_VERSION,
+        trace,
+    })
+    .map_err(|error| {
+        encode_error(
+            "tlspec_body_unencodable",
+            format!("the trace could not be encoded: {error}"),
+            "report this as a bug in the TorchLens core",
+        )
+    })?;
+    body.resize(body.len().next_multiple_of(8), 0);
+    let body_length = body.len() as u64;
+
+    let mut logical_dtypes = BTreeMap::new();
+    let mut tensors = Vec::with_capacity(pending.len() + 1);
+    let body_shape = [body_length];
+    tensors.push(TensorOut {
+        name: BODY_TENSOR,
+        dtype: "U8",
+        shape: &body_shape,
+        data_offsets: (0, body_length),
+    });
+    let mut end = body_length;
+    for payload in &pending {
+        let start = end;
+        end = start.checked_add(payload.length).ok_or_else(too_large)?;
+        tensors.push(TensorOut {
+            name: payload.label,
+            dtype: payload.storage.name(),
+            shape: &payload.storage_shape,
+            data_offsets: (start, end),
+        });
+        logical_dtypes.insert(payload.label, payload.logical);
+    }
+    let logical_json = serde_json::to_string(&logical_dtypes).map_err(json_bug)?;
+    let metadata = manifest.to_metadata(logical_json)?;
+    let mut header = serde_json::to_vec(&HeaderOut {
+        metadata: &metadata,
+        tensors: &tensors,
+    })
+    .map_err(json_bug)?;
+    // safetensors pads the header with spaces so the data section starts 8-byte aligned.
+    header.resize(header.len().next_multiple_of(8), b' ');
+    let header_length = header.len() as u64;
+    if header_length > Limits::default().max_header_bytes {
+        return Err(CoreError::new(
+            ErrorKind::LimitExceeded,
+            "tlspec_header_too_large",
+            format!("the header would take {header_length} bytes, more than readers accept"),
+            "save fewer payloads (for example with a narrower save selector)",
+        ));
+    }
+    let data_start = 8 + header_length;
+    let file_length = data_start.checked_add(end).ok_or_else(too_large)?;
+
+    let mut prefix = Vec::with_capacity(8 + header.len() + body.len());
+    prefix.extend_from_slice(&header_length.to_le_bytes());
+    prefix.extend_from_slice(&header);
+    prefix.extend_from_slice(&body);
+
+    let mut offset = data_start + body_length;
+    let payloads = pending
+        .into_iter()
+        .map(|payload| {
+            let placement = PayloadPlacement {
+                op: payload.op,
+                slot: payload.slot,
+                label: payload.label.to_string(),
+                offset,
+                length: payload.length,
+                dtype: payload.logical.to_string(),
+            };
+            offset += payload.length;
+            placement
+        })
+        .collect();
+    Ok(EncodedLayout {
+        prefix,
+        payloads,
+        file_length,
+    })
+}
+
+fn pending_payload(
+    op: u32,
+    slot: PayloadSlot,
+    record: &crate::model::Op,
+) -> CoreResult<Pending<'_>> {
+    let label = record.label.as_str();
+    if label == BODY_TENSOR || label == super::header::METADATA_KEY {
+        return Err(encode_error(
+            "tlspec_label_reserved",
+            format!("op {op} is labelled `{label}`, a name the file format reserves"),
+            "report this as a bug in the adapter or the core: labels never take these names",
+        ));
+    }
+    let storage = storage_dtype(&record.dtype)?;
+    if record.shape.len() > MAX_RANK {
+        return Err(CoreError::new(
+            ErrorKind::LimitExceeded,
+            "tlspec_rank_too_large",
+            format!(
+                "op {label} has rank {}, more than {MAX_RANK}",
+                record.shape.len()
+            ),
+            "save this op without its payload",
+        ));
+    }
+    // `storage_dtype` succeeded, so the dtype is named and has an item size.
+    let item_size = record.dtype.item_size().unwrap_or(1);
+    let length = element_count(&record.shape)
+        .and_then(|count| count.checked_mul(item_size))
+        .ok_or_else(|| {
+            CoreError::new(
+                ErrorKind::LimitExceeded,
+                "tlspec_shape_overflow",
+                format!(
+                    "op {label}'s shape {:?} overflows a 64-bit byte count",
+                    record.shape
+                ),
+                "save this op without its payload",
+            )
+        })?;
+    let storage_shape = match storage {
+        StorageDtype::Native(_) => record.shape.clone(),
+        StorageDtype::Bits => vec![length],
+    };
+    Ok(Pending {
+        op,
+        slot,
+        label,
+        logical: record.dtype.name(),
+        storage,
+        storage_shape,
+        length,
+        alignment: item_size.min(8),
+    })
+}
+
+fn too_large() -> CoreError {
+    CoreError::new(
+        ErrorKind::LimitExceeded,
+        "tlspec_shape_overflow",
+        "the payloads add up to more than 2^64 bytes",
+        "save fewer payloads",
+    )
+}
+
+fn json_bug(error: serde_json::Error) -> CoreError {
+    encode_error(
+        "tlspec_header_unencodable",
+        format!("the header could not be encoded: {error}"),
+        "report this as a bug in the TorchLens core",
+    )
+}
+
+/// Encodes a whole file in memory, asking `payload_bytes` for each op's payload by slot (for
+/// tests, benches and small traces). Errors with `tlspec_payload_missing` when a slot has no
+/// bytes and `tlspec_length_mismatch` when its length disagrees with the op's shape and dtype.
+pub fn encode_with_payloads<'a>(
+    trace: &Trace,
+    manifest: &Manifest,
+    payload_bytes: impl Fn(PayloadSlot) -> Option<&'a [u8]>,
+) -> CoreResult<Vec<u8>> {
+    let layout = encode_layout(trace, manifest)?;
+    let capacity = usize::try_from(layout.file_length).map_err(|_| too_large())?;
+    let mut file = Vec::with_capacity(capacity);
+    file.extend_from_slice(&layout.prefix);
+    for placement in &layout.payloads {
+        let bytes = payload_bytes(placement.slot).ok_or_else(|| {
+            CoreError::new(
+                ErrorKind::NotFound,
+                "tlspec_payload_missing",
+                format!(
+                    "no bytes for payload slot {} (op {})",
+                    placement.slot, placement.label
+                ),
+                "keep every payload the trace refers to until it is saved",
+            )
+        })?;
+        if bytes.len() as u64 != placement.length {
+            return Err(CoreError::new(
+                ErrorKind::InvalidTrace,
+                "tlspec_length_mismatch",
+                format!(
+                    "payload of op {} has {} bytes, but its shape and dtype need {}",
+                    placement.label,
+                    bytes.len(),
+                    placement.length
+                ),
+                "hand over the payload's contiguous bytes, little endian, for its recorded dtype",
+            ));
+        }
+        file.extend_from_slice(bytes);
+    }
+    Ok(file)
+}

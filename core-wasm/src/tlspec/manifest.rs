@@ -1,0 +1,103 @@
+//! The manifest: the safetensors `__metadata__` map of a `.tlspec` (string to string).
+
+use super::errors::malformed;
+use super::{FORMAT, FORMAT_VERSION};
+use crate::error::{CoreError, CoreResult, ErrorKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Key of the JSON object (label → logical dtype name) describing every payload.
+pub(crate) const LOGICAL_DTYPES_KEY: &str = "logical_dtypes";
+
+/// Keys the codec writes itself; `extra` may not use them.
+const RESERVED_KEYS: [&str; 10] = [
+    "format",
+    "format_version",
+    LOGICAL_DTYPES_KEY,
+    "backend",
+    "backend_runtime",
+    "backend_version",
+    "payload_policy",
+    "save_level",
+    "created_at",
+    "codec_metadata",
+];
+
+/// What the host says about a saved trace. All values are free text for the core; the codec
+/// adds `format`, `format_version` and `logical_dtypes` itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub backend: String,
+    pub backend_runtime: String,
+    pub backend_version: String,
+    pub payload_policy: String,
+    pub save_level: String,
+    pub created_at: String,
+    /// A JSON string of codec-specific facts (JAX sharding and the like).
+    pub codec_metadata: String,
+    /// Further keys, kept verbatim; on decode, every key the codec does not know, sorted.
+    pub extra: Vec<(String, String)>,
+}
+
+impl Manifest {
+    /// The `__metadata__` map to write, with `logical_dtypes` already rendered as JSON.
+    pub(crate) fn to_metadata(
+        &self,
+        logical_dtypes: String,
+    ) -> CoreResult<BTreeMap<String, String>> {
+        let mut map = BTreeMap::new();
+        map.insert("format".to_string(), FORMAT.to_string());
+        map.insert("format_version".to_string(), FORMAT_VERSION.to_string());
+        map.insert(LOGICAL_DTYPES_KEY.to_string(), logical_dtypes);
+        for (key, value) in [
+            ("backend", &self.backend),
+            ("backend_runtime", &self.backend_runtime),
+            ("backend_version", &self.backend_version),
+            ("payload_policy", &self.payload_policy),
+            ("save_level", &self.save_level),
+            ("created_at", &self.created_at),
+            ("codec_metadata", &self.codec_metadata),
+        ] {
+            map.insert(key.to_string(), value.clone());
+        }
+        for (key, value) in &self.extra {
+            // A silent overwrite would lose either the caller's value or the codec's.
+            if RESERVED_KEYS.contains(&key.as_str()) || map.contains_key(key) {
+                return Err(CoreError::new(
+                    ErrorKind::Unsupported,
+                    "tlspec_manifest_reserved_key",
+                    format!("manifest extra key `{key}` is reserved or given twice"),
+                    "rename the extra manifest key",
+                ));
+            }
+            map.insert(key.clone(), value.clone());
+        }
+        Ok(map)
+    }
+
+    /// Reads the manifest back; missing named fields read as empty (older writers may omit
+    /// them). Returns the manifest and the raw `logical_dtypes` JSON.
+    pub(crate) fn from_metadata(mut map: BTreeMap<String, String>) -> CoreResult<(Self, String)> {
+        let logical = map.remove(LOGICAL_DTYPES_KEY).ok_or_else(|| {
+            malformed(
+                "tlspec_manifest_invalid",
+                "the manifest has no logical_dtypes entry",
+                "the file is damaged; save the trace again from its source",
+            )
+        })?;
+        map.remove("format");
+        map.remove("format_version");
+        let mut take = |key: &str| map.remove(key).unwrap_or_default();
+        let manifest = Manifest {
+            backend: take("backend"),
+            backend_runtime: take("backend_runtime"),
+            backend_version: take("backend_version"),
+            payload_policy: take("payload_policy"),
+            save_level: take("save_level"),
+            created_at: take("created_at"),
+            codec_metadata: take("codec_metadata"),
+            extra: map.into_iter().collect(),
+        };
+        Ok((manifest, logical))
+    }
+}

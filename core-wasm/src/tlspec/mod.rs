@@ -1,0 +1,55 @@
+//! The `.tlspec` v1 codec.
+//!
+//! A `.tlspec` file is a valid safetensors file, so any safetensors reader can open the saved
+//! activations by op label:
+//!
+//! ```text
+//! [8-byte LE header length n][header JSON, space-padded to a multiple of 8]
+//! [data: __torchlens_body__ (U8, postcard TraceBody, zero-padded to a multiple of 8)]
+//! [data: one tensor per op with a payload, named by the op label]
+//! ```
+//!
+//! The header's `__metadata__` map is the [`Manifest`] (plus `format`, `format_version` and the
+//! `logical_dtypes` of every payload). The core never sees tensor bytes: [`encode_layout`] says
+//! where each payload goes and the host writes the bytes; on load, [`header_length`],
+//! [`parse_header`] and [`decode_body`] need only the header and the body, never the payloads.
+//!
+//! Every length, count, rank and offset read from a file is checked before it sizes anything,
+//! so a hostile file yields a typed [`crate::CoreError`] with a `tlspec_` code.
+
+mod decode;
+mod dtype_map;
+mod encode;
+mod errors;
+mod header;
+mod limits;
+mod manifest;
+mod validate;
+
+pub use decode::{
+    decode_body, decode_file, header_length, parse_header, parse_header_with, HeaderInfo,
+    PayloadEntry,
+};
+pub use dtype_map::{storage_dtype, StorageDtype};
+pub use encode::{encode_layout, encode_with_payloads, EncodedLayout, PayloadPlacement};
+pub use limits::{Limits, MAX_RANK};
+pub use manifest::Manifest;
+pub use validate::validate_trace;
+
+use crate::model::Trace;
+use serde::{Deserialize, Serialize};
+
+/// The value of the manifest's `format` key.
+pub const FORMAT: &str = "tlspec";
+/// The format version this core writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Name of the U8 tensor holding the postcard trace body; always the first tensor of the data.
+pub const BODY_TENSOR: &str = "__torchlens_body__";
+
+/// What the body tensor holds (postcard). The version travels in the body too, so a body cut
+/// out of its file still says what it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceBody {
+    pub format_version: u32,
+    pub trace: Trace,
+}

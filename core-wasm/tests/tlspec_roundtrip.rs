@@ -1,0 +1,313 @@
+//! `.tlspec` round trips: encode with payloads, decode, and get back the same trace and the
+//! same payload bytes at the recorded offsets.
+
+#[path = "tlspec_support.rs"]
+mod support;
+
+use std::collections::HashMap;
+use support::{chain_trace, encode, manifest, payloads_for, Step};
+use torchlens_core::dtype::Dtype;
+use torchlens_core::model::TraceOptions;
+use torchlens_core::tlspec::{self, HeaderInfo, Manifest};
+use torchlens_core::{Trace, TraceBuilder};
+
+/// The original trace with payload slots renumbered to the file's payload table, which is
+/// what decoding promises to return.
+fn expected_after_decode(original: &Trace, header: &HeaderInfo) -> Trace {
+    let index: HashMap<&str, u64> = header
+        .payloads
+        .iter()
+        .enumerate()
+        .map(|(slot, entry)| (entry.label.as_str(), slot as u64))
+        .collect();
+    let mut expected = original.clone();
+    for op in &mut expected.ops {
+        if op.payload.is_some() {
+            op.payload = Some(index[op.label.as_str()]);
+        }
+    }
+    expected
+}
+
+/// Decodes `file` and checks trace equality and every payload's bytes.
+fn check_round_trip(original: &Trace, file: &[u8]) -> HeaderInfo {
+    let (header, decoded) = tlspec::decode_file(file).expect("decodes");
+    assert_eq!(decoded, expected_after_decode(original, &header));
+    let payloads = payloads_for(original);
+    for op in &original.ops {
+        let Some(slot) = op.payload else { continue };
+        let entry = header
+            .payloads
+            .iter()
+            .find(|entry| entry.label == op.label)
+            .expect("payload has a table entry");
+        let start = entry.offset as usize;
+        let bytes = &file[start..start + entry.length as usize];
+        assert_eq!(bytes, payloads[&slot].as_slice(), "payload of {}", op.label);
+        assert_eq!(entry.dtype, op.dtype.name());
+    }
+    assert_eq!(header.file_length, file.len() as u64);
+    header
+}
+
+#[test]
+fn every_named_dtype_round_trips_bit_for_bit() {
+    let steps: Vec<Step> = Dtype::NAMED
+        .iter()
+        .map(|dtype| Step {
+            dtype: match dtype {
+                Dtype::Other(_) => unreachable!(),
+                named => Box::leak(named.name().to_string().into_boxed_str()),
+            },
+            shape: vec![2, 3],
+            payload: true,
+        })
+        .collect();
+    let trace = chain_trace(&steps, true);
+    let file = encode(&trace);
+    let header = check_round_trip(&trace, &file);
+    assert_eq!(header.payloads.len(), Dtype::NAMED.len() + 1);
+    assert_eq!(header.manifest, manifest());
+
+    let storage: HashMap<&str, (&str, &[u64])> = header
+        .payloads
+        .iter()
+        .map(|entry| {
+            (
+                entry.dtype.as_str(),
+                (entry.storage_dtype.as_str(), entry.shape.as_slice()),
+            )
+        })
+        .collect();
+    assert_eq!(storage["bfloat16"], ("BF16", &[2, 3][..]));
+    assert_eq!(storage["bool"], ("BOOL", &[2, 3][..]));
+    assert_eq!(storage["float8_e4m3"], ("F8_E4M3", &[2, 3][..]));
+    assert_eq!(storage["complex64"], ("C64", &[2, 3][..]));
+    // No safetensors equivalent: raw bits, logical dtype in the manifest.
+    assert_eq!(storage["complex128"], ("U8", &[96][..]));
+
+    // The reference safetensors reader opens the file and finds each payload by label.
+    let reference = safetensors::SafeTensors::deserialize(&file).expect("valid safetensors");
+    let payloads = payloads_for(&trace);
+    for op in trace.ops.iter().filter(|op| op.payload.is_some()) {
+        let view = reference.tensor(&op.label).expect("tensor by label");
+        assert_eq!(view.data(), payloads[&op.payload.unwrap()].as_slice());
+    }
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(&file).expect("metadata");
+    let metadata = metadata.metadata().clone().expect("__metadata__");
+    assert_eq!(metadata["format"], "tlspec");
+    assert_eq!(metadata["format_version"], "1");
+    let logical: HashMap<String, String> =
+        serde_json::from_str(&metadata["logical_dtypes"]).expect("logical_dtypes is JSON");
+    assert_eq!(logical.len(), header.payloads.len());
+}
+
+#[test]
+fn payloads_are_aligned_to_their_element_size() {
+    let steps: Vec<Step> = [
+        "bool",
+        "float64",
+        "bfloat16",
+        "complex128",
+        "int32",
+        "uint8",
+    ]
+    .iter()
+    .map(|&dtype| Step {
+        dtype,
+        shape: vec![3],
+        payload: true,
+    })
+    .collect();
+    let trace = chain_trace(&steps, false);
+    let layout = tlspec::encode_layout(&trace, &Manifest::default()).expect("lays out");
+    assert_eq!(layout.prefix.len() % 8, 0);
+    let mut offset = layout.prefix.len() as u64;
+    for placement in &layout.payloads {
+        assert_eq!(
+            placement.offset, offset,
+            "payloads are contiguous in file order"
+        );
+        let item = Dtype::from_name(&placement.dtype).item_size().unwrap();
+        assert_eq!(placement.offset % item.min(8), 0, "{}", placement.dtype);
+        offset += placement.length;
+    }
+    assert_eq!(offset, layout.file_length);
+}
+
+#[test]
+fn empty_trace_round_trips() {
+    let trace = TraceBuilder::new(TraceOptions::default())
+        .finish()
+        .expect("finishes");
+    assert!(trace.ops.is_empty());
+    let file = encode(&trace);
+    let header = check_round_trip(&trace, &file);
+    assert!(header.payloads.is_empty());
+}
+
+#[test]
+fn trace_of_100k_ops_round_trips() {
+    let steps: Vec<Step> = (0..100_000)
+        .map(|index| Step {
+            dtype: if index % 2 == 0 {
+                "float32"
+            } else {
+                "bfloat16"
+            },
+            shape: vec![4],
+            payload: index % 10 == 0,
+        })
+        .collect();
+    let trace = chain_trace(&steps, false);
+    assert_eq!(trace.ops.len(), 100_002);
+    let file = encode(&trace);
+    let header = check_round_trip(&trace, &file);
+    assert_eq!(header.payloads.len(), 10_000);
+}
+
+#[test]
+fn stepwise_decode_matches_decode_file() {
+    let steps = [
+        Step {
+            dtype: "float32",
+            shape: vec![2, 2],
+            payload: true,
+        },
+        Step {
+            dtype: "int64",
+            shape: vec![3],
+            payload: false,
+        },
+    ];
+    let trace = chain_trace(&steps, true);
+    let file = encode(&trace);
+    let json_length = tlspec::header_length(&file[..8]).expect("length");
+    let header =
+        tlspec::parse_header(&file[..8 + json_length as usize], file.len() as u64).expect("header");
+    let body =
+        &file[header.body_offset as usize..(header.body_offset + header.body_length) as usize];
+    let decoded = tlspec::decode_body(&header, body).expect("body");
+    assert_eq!((header, decoded), tlspec::decode_file(&file).expect("file"));
+}
+
+#[test]
+fn layout_prefix_plus_payloads_is_the_file_and_encoding_is_deterministic() {
+    let steps = [Step {
+        dtype: "float16",
+        shape: vec![5],
+        payload: true,
+    }];
+    let trace = chain_trace(&steps, true);
+    let layout = tlspec::encode_layout(&trace, &manifest()).expect("lays out");
+    let payloads = payloads_for(&trace);
+    let mut assembled = layout.prefix.clone();
+    for placement in &layout.payloads {
+        assert_eq!(placement.offset, assembled.len() as u64);
+        assembled.extend_from_slice(&payloads[&placement.slot]);
+    }
+    assert_eq!(assembled.len() as u64, layout.file_length);
+    assert_eq!(assembled, encode(&trace));
+    assert_eq!(encode(&trace), encode(&trace));
+}
+
+#[test]
+fn manifest_fields_round_trip() {
+    let trace = chain_trace(&[], false);
+    let manifest = Manifest {
+        extra: vec![
+            ("a_key".to_string(), "1".to_string()),
+            ("z_key".to_string(), "\"quoted\"".to_string()),
+        ],
+        ..manifest()
+    };
+    let file = tlspec::encode_with_payloads(&trace, &manifest, |_| None).expect("encodes");
+    let (header, _) = tlspec::decode_file(&file).expect("decodes");
+    assert_eq!(header.manifest, manifest);
+}
+
+#[test]
+fn encoding_refuses_what_it_cannot_store() {
+    let unsized_dtype = chain_trace(
+        &[Step {
+            dtype: "float4_e2m1",
+            shape: vec![2],
+            payload: true,
+        }],
+        false,
+    );
+    let error = tlspec::encode_layout(&unsized_dtype, &Manifest::default()).unwrap_err();
+    assert_eq!(error.code, "tlspec_payload_dtype_unsupported");
+    assert_eq!(error.kind, torchlens_core::ErrorKind::Unsupported);
+
+    let trace = chain_trace(
+        &[Step {
+            dtype: "float32",
+            shape: vec![2],
+            payload: true,
+        }],
+        false,
+    );
+    let reserved = Manifest {
+        extra: vec![("format".to_string(), "other".to_string())],
+        ..Manifest::default()
+    };
+    let error = tlspec::encode_layout(&trace, &reserved).unwrap_err();
+    assert_eq!(error.code, "tlspec_manifest_reserved_key");
+
+    let short = [0u8; 7];
+    let error = tlspec::encode_with_payloads(&trace, &Manifest::default(), |_| Some(&short[..]))
+        .unwrap_err();
+    assert_eq!(error.code, "tlspec_length_mismatch");
+    let error = tlspec::encode_with_payloads(&trace, &Manifest::default(), |_| None).unwrap_err();
+    assert_eq!(error.code, "tlspec_payload_missing");
+
+    let mut huge = trace.clone();
+    huge.ops[1].shape = vec![1 << 40, 1 << 40];
+    let error = tlspec::encode_layout(&huge, &Manifest::default()).unwrap_err();
+    assert_eq!(error.code, "tlspec_shape_overflow");
+    huge.ops[1].shape = vec![1; 65];
+    let error = tlspec::encode_layout(&huge, &Manifest::default()).unwrap_err();
+    assert_eq!(error.code, "tlspec_rank_too_large");
+
+    let mut reserved_label = trace.clone();
+    reserved_label.ops[1].label = "__metadata__".to_string();
+    let error = tlspec::encode_layout(&reserved_label, &Manifest::default()).unwrap_err();
+    assert_eq!(error.code, "tlspec_label_reserved");
+
+    let mut invalid = trace;
+    invalid.ops[1].parents[0].op = 7;
+    let error = tlspec::encode_layout(&invalid, &Manifest::default()).unwrap_err();
+    assert_eq!(error.code, "trace_edge_out_of_range");
+}
+
+#[test]
+fn scalar_and_zero_size_payloads_round_trip() {
+    let steps = [
+        Step {
+            dtype: "float32",
+            shape: vec![],
+            payload: true,
+        },
+        Step {
+            dtype: "int16",
+            shape: vec![0, 3],
+            payload: true,
+        },
+        Step {
+            dtype: "complex128",
+            shape: vec![0],
+            payload: true,
+        },
+        Step {
+            dtype: "uint8",
+            shape: vec![0],
+            payload: true,
+        },
+    ];
+    let trace = chain_trace(&steps, false);
+    let file = encode(&trace);
+    let header = check_round_trip(&trace, &file);
+    assert_eq!(header.payloads.len(), 4);
+    safetensors::SafeTensors::deserialize(&file).expect("valid safetensors");
+}

@@ -63,7 +63,9 @@ fn native_trace() -> torchlens_core::Trace {
 
 /// Deterministic payload bytes for a slot.
 fn payload_bytes(slot: u64, length: u64) -> Vec<u8> {
-    (0..length).map(|index| (slot as u8).wrapping_mul(17) ^ index as u8).collect()
+    (0..length)
+        .map(|index| (slot as u8).wrapping_mul(17) ^ index as u8)
+        .collect()
 }
 
 fn component_trace(core: &mut CoreInstance) -> wasmtime::component::ResourceAny {
@@ -98,7 +100,10 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
     let trace = component_trace(&mut core);
     let layout = core.encode(trace, &manifest()).unwrap();
     let native = tlspec::encode_layout(&native_trace(), &native_manifest()).unwrap();
-    assert_eq!(layout.prefix, native.prefix, "header and body bytes are identical");
+    assert_eq!(
+        layout.prefix, native.prefix,
+        "header and body bytes are identical"
+    );
     assert_eq!(layout.file_length, native.file_length);
     assert_eq!(layout.payloads.len(), native.payloads.len());
     for (ours, theirs) in layout.payloads.iter().zip(&native.payloads) {
@@ -125,7 +130,10 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
     let body = &file[info.body_offset as usize..(info.body_offset + info.body_length) as usize];
     let (_, decoded) = core.decode_tlspec(header, body, file.len() as u64).unwrap();
     let (_, native_decoded) = tlspec::decode_file(&file).unwrap();
-    assert_eq!(core.body(decoded).unwrap(), tlspec::trace_to_body(&native_decoded));
+    assert_eq!(
+        core.body(decoded).unwrap(),
+        tlspec::trace_to_body(&native_decoded)
+    );
     for entry in &info.payloads {
         let op = native_decoded.find_label(&entry.label).unwrap();
         let slot = native_trace().ops[op as usize].payload.unwrap();
@@ -183,14 +191,11 @@ fn selectors_and_errors_cross_the_boundary() {
         Err(HostError::Core { family, .. }) => assert_eq!(family, "malformed-file"),
         other => panic!("expected a typed file error, got {other:?}"),
     }
-    match core.ingest(core_session(&mut core), &[0xff, 0xff]) {
+    let session = core.start_session(wit_options(), None).unwrap();
+    match core.ingest(session, &[0xff, 0xff]) {
         Err(HostError::Core { code, .. }) => assert_eq!(code, "events_undecodable"),
         other => panic!("expected a typed event error, got {other:?}"),
     }
-}
-
-fn core_session(core: &mut CoreInstance) -> wasmtime::component::ResourceAny {
-    core.start_session(wit_options(), None).unwrap()
 }
 
 #[test]
@@ -251,15 +256,11 @@ fn fuel_bounds_a_call() {
         fuel_per_call: Some(100_000),
     };
     let mut core = runtime(limits).instantiate().unwrap();
-    let batch = EventBatch {
-        events: demo_events().repeat(1),
-    };
     let mut recorder = torchlens_core::recorder::EventRecorder::default();
     let mut value = recorder.input("x", &[1]);
     for _ in 0..10_000 {
         value = recorder.op("relu", &[value], &[1]);
     }
-    let _ = batch;
     let session = core.start_session(wit_options(), None).unwrap();
     let big = EventBatch {
         events: recorder.events,
@@ -276,11 +277,16 @@ fn the_precompiled_cache_is_written_and_reused() {
     let cache = std::env::temp_dir().join(format!("torchlens-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     let path = default_component_path();
-    let first = CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
+    let first =
+        CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
     let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
     assert_eq!(entries.len(), 1, "one precompiled component cached");
     drop(first);
-    let second = CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
-    assert_eq!(second.instantiate().unwrap().version().unwrap(), env!("CARGO_PKG_VERSION"));
+    let second =
+        CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
+    assert_eq!(
+        second.instantiate().unwrap().version().unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -18,8 +18,8 @@ use convert::{
 use exports::torchlens::core::core::{
     CaptureSession, Guest, GuestCaptureSession, GuestTrace, Trace,
 };
-use torchlens::core::types as wit;
 use std::cell::RefCell;
+use torchlens::core::types as wit;
 
 /// The component's implementation of the `core` interface.
 struct Component;

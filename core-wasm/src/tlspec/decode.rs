@@ -405,6 +405,14 @@ pub fn decode_body(header: &HeaderInfo, body: &[u8]) -> CoreResult<Trace> {
             REMEDY_RANGES,
         ));
     }
+    let mut trace = trace_from_body(body)?;
+    attach_payloads(&mut trace, &header.payloads)?;
+    Ok(trace)
+}
+
+/// Rebuilds a trace from body bytes (a postcard [`super::TraceBody`], optionally zero-padded to
+/// 8 bytes) and checks every invariant of the trace model. Payload slots are left as stored.
+pub fn trace_from_body(body: &[u8]) -> CoreResult<Trace> {
     // Postcard never preallocates past what the remaining bytes could hold, so a body that
     // declares a billion ops fails at the end of its bytes instead of allocating for them.
     let (version, rest) = postcard::take_from_bytes::<u32>(body)
@@ -417,7 +425,7 @@ pub fn decode_body(header: &HeaderInfo, body: &[u8]) -> CoreResult<Trace> {
             "open the file with the TorchLens version that wrote it, or upgrade TorchLens",
         ));
     }
-    let (mut trace, padding) = postcard::take_from_bytes::<Trace>(rest)
+    let (trace, padding) = postcard::take_from_bytes::<Trace>(rest)
         .map_err(|error| undecodable(format!("the trace body does not decode: {error}")))?;
     if padding.len() >= 8 || padding.iter().any(|&byte| byte != 0) {
         return Err(undecodable(format!(
@@ -426,7 +434,6 @@ pub fn decode_body(header: &HeaderInfo, body: &[u8]) -> CoreResult<Trace> {
         )));
     }
     validate_trace(&trace)?;
-    attach_payloads(&mut trace, &header.payloads)?;
     Ok(trace)
 }
 

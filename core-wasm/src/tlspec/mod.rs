@@ -27,8 +27,8 @@ mod manifest;
 mod validate;
 
 pub use decode::{
-    decode_body, decode_file, header_length, parse_header, parse_header_with, HeaderInfo,
-    PayloadEntry,
+    decode_body, decode_file, header_length, parse_header, parse_header_with, trace_from_body,
+    HeaderInfo, PayloadEntry,
 };
 pub use dtype_map::{storage_dtype, StorageDtype};
 pub use encode::{encode_layout, encode_with_payloads, EncodedLayout, PayloadPlacement};
@@ -52,4 +52,10 @@ pub const BODY_TENSOR: &str = "__torchlens_body__";
 pub struct TraceBody {
     pub format_version: u32,
     pub trace: Trace,
+}
+
+/// The body bytes of a trace (a postcard [`TraceBody`], unpadded): what `trace.body()` returns
+/// across the WIT contract and what [`trace_from_body`] reads.
+pub fn trace_to_body(trace: &Trace) -> Vec<u8> {
+    encode::body_bytes(trace)
 }

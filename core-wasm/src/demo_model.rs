@@ -40,3 +40,29 @@ pub fn demo_events() -> Vec<RawEvent> {
     recorder.output("output", probabilities);
     recorder.events
 }
+
+/// A large synthetic run for benchmarks: blocks of a residual MLP (`block.fc` linear, relu,
+/// add), each block a module call, until about `event_count` events are recorded. One block is
+/// 9 events and 5 ops (no payloads kept).
+pub fn synthetic_events(event_count: usize) -> Vec<RawEvent> {
+    let mut recorder = EventRecorder::default();
+    let root = recorder.module(&["self"], "DeepResidualMlp");
+    let block = recorder.module(&["block"], "ResidualBlock");
+    let fc = recorder.module(&["block.fc"], "Linear");
+    let weight = recorder.param(fc, "block.fc.weight", &[64, 64]);
+    let bias = recorder.param(fc, "block.fc.bias", &[64]);
+    let mut state = recorder.input("x", &[8, 64]);
+    recorder.enter(root);
+    while recorder.events.len() + 9 < event_count {
+        recorder.enter(block);
+        let hidden = recorder.linear(fc, weight, bias, state, &[8, 64]);
+        let activated = recorder.op("relu", &[hidden], &[8, 64]);
+        let scaled = recorder.op("mul", &[activated], &[8, 64]);
+        let summed = recorder.op("__add__", &[scaled, state], &[8, 64]);
+        state = recorder.op("layer_norm", &[summed], &[8, 64]);
+        recorder.exit(block, &[state]);
+    }
+    recorder.exit(root, &[state]);
+    recorder.output("output", state);
+    recorder.events
+}

@@ -7,6 +7,7 @@
 //! output), `ModuleId` a module object, `PayloadSlot` the adapter's handle on a kept array. The
 //! core never sees tensor bytes.
 
+use crate::dtype::Dtype;
 use serde::{Deserialize, Serialize};
 
 /// An adapter-chosen identifier for one runtime value.
@@ -26,9 +27,9 @@ pub struct EventBatch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorDesc {
     pub tensor: TensorId,
-    pub shape: Vec<u64>,
-    /// Framework-neutral dtype name, see [`crate::dtype::Dtype::from_name`].
-    pub dtype: String,
+    pub shape: crate::model::Shape,
+    /// Framework-neutral dtype (an enum tag on the wire, so decoding allocates nothing).
+    pub dtype: Dtype,
     pub payload: Option<PayloadSlot>,
 }
 
@@ -56,9 +57,9 @@ pub struct OpEvent {
     /// The function as the framework names it (`relu`, `__add__`, `conv2d`, ...).
     pub func: String,
     /// Tensor arguments, in argument order.
-    pub args: Vec<ArgRef>,
+    pub args: smallvec::SmallVec<[ArgRef; 2]>,
     /// Values the op produced; more than one makes a multi-output op.
-    pub outputs: Vec<TensorDesc>,
+    pub outputs: smallvec::SmallVec<[TensorDesc; 1]>,
     /// The op wrote into its first argument instead of allocating.
     pub in_place: bool,
     /// Non-tensor arguments rendered as text (`dim=1`, `alpha=0.5`, ...).
@@ -87,7 +88,7 @@ pub struct ParamDecl {
     pub address: String,
     pub module: ModuleId,
     pub shape: Vec<u64>,
-    pub dtype: String,
+    pub dtype: Dtype,
     pub trainable: bool,
 }
 
@@ -135,19 +136,68 @@ pub enum RawEvent {
 impl EventBatch {
     /// Decodes a postcard batch.
     pub fn from_postcard(bytes: &[u8]) -> crate::error::CoreResult<Self> {
-        postcard::from_bytes(bytes).map_err(|error| {
-            crate::error::CoreError::new(
-                crate::error::ErrorKind::InvalidEvents,
-                "events_undecodable",
-                format!("event batch is not valid postcard: {error}"),
-                "encode batches with the documented RawEvent schema and the same core version",
-            )
-        })
+        let events = EventStream::new(bytes)?.collect::<crate::error::CoreResult<_>>()?;
+        Ok(Self { events })
     }
 
     /// Encodes the batch as postcard.
     pub fn to_postcard(&self) -> Vec<u8> {
         // Serialising plain data structs into a Vec cannot fail.
         postcard::to_allocvec(self).unwrap_or_default()
+    }
+}
+
+fn undecodable(detail: impl std::fmt::Display) -> crate::error::CoreError {
+    crate::error::CoreError::new(
+        crate::error::ErrorKind::InvalidEvents,
+        "events_undecodable",
+        format!("event batch is not valid postcard: {detail}"),
+        "encode batches with the documented RawEvent schema and the same core version",
+    )
+}
+
+/// Decodes the events of a postcard [`EventBatch`] one at a time, so a large batch is ingested
+/// without first materialising every event (same bytes as `EventBatch::to_postcard`).
+pub struct EventStream<'a> {
+    rest: &'a [u8],
+    remaining: u64,
+}
+
+impl<'a> EventStream<'a> {
+    /// Reads the batch's event count; events follow on iteration.
+    pub fn new(bytes: &'a [u8]) -> crate::error::CoreResult<Self> {
+        let (remaining, rest) = postcard::take_from_bytes::<u64>(bytes).map_err(undecodable)?;
+        Ok(Self { rest, remaining })
+    }
+
+    /// How many events the batch declares (untrusted: use only as a capped hint).
+    pub fn len_hint(&self) -> u64 {
+        self.remaining
+    }
+}
+
+impl Iterator for EventStream<'_> {
+    type Item = crate::error::CoreResult<RawEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            if self.rest.is_empty() {
+                return None;
+            }
+            self.rest = &[];
+            return Some(Err(undecodable("bytes follow the last event")));
+        }
+        self.remaining -= 1;
+        match postcard::take_from_bytes::<RawEvent>(self.rest) {
+            Ok((event, rest)) => {
+                self.rest = rest;
+                Some(Ok(event))
+            }
+            Err(error) => {
+                self.remaining = 0;
+                self.rest = &[];
+                Some(Err(undecodable(error)))
+            }
+        }
     }
 }

@@ -118,7 +118,7 @@ pub fn descendants(trace: &Trace, op: OpId) -> Vec<OpId> {
 fn walk<'a>(
     trace: &'a Trace,
     start: OpId,
-    next: impl Fn(OpId) -> &'a Vec<crate::model::Edge>,
+    next: impl Fn(OpId) -> &'a [crate::model::Edge],
 ) -> Vec<OpId> {
     if start as usize >= trace.ops.len() {
         return Vec::new();

@@ -29,8 +29,8 @@ impl EventRecorder {
         self.next_tensor += 1;
         TensorDesc {
             tensor,
-            shape: shape.to_vec(),
-            dtype: dtype.to_string(),
+            shape: shape.into(),
+            dtype: crate::dtype::Dtype::from_name(dtype),
             payload: self.keep_payloads.then_some(tensor as PayloadSlot),
         }
     }
@@ -74,8 +74,8 @@ impl EventRecorder {
             tensor,
             address: address.to_string(),
             module,
-            shape: shape.to_vec(),
-            dtype: "float32".to_string(),
+            shape: shape.into(),
+            dtype: crate::dtype::Dtype::Float32,
             trainable: true,
         }));
         tensor
@@ -149,8 +149,8 @@ impl EventRecorder {
             &args,
             vec![TensorDesc {
                 tensor: target,
-                shape: shape.to_vec(),
-                dtype: "float32".to_string(),
+                shape: shape.into(),
+                dtype: crate::dtype::Dtype::Float32,
                 payload,
             }],
             true,
@@ -170,7 +170,7 @@ impl EventRecorder {
                     keyword: None,
                 })
                 .collect(),
-            outputs,
+            outputs: outputs.into(),
             in_place,
             attributes: Vec::new(),
             source: None,

@@ -9,8 +9,8 @@ use torchlens_core::{Trace, TraceBuilder};
 fn desc(tensor: u64) -> TensorDesc {
     TensorDesc {
         tensor,
-        shape: vec![1, 4],
-        dtype: "float32".to_string(),
+        shape: vec![1, 4].into(),
+        dtype: torchlens_core::dtype::Dtype::Float32,
         payload: None,
     }
 }
@@ -31,7 +31,7 @@ fn param(tensor: u64, address: &str, module: u32) -> RawEvent {
         address: address.to_string(),
         module,
         shape: vec![4, 4],
-        dtype: "float32".to_string(),
+        dtype: torchlens_core::dtype::Dtype::Float32,
         trainable: true,
     })
 }
@@ -48,7 +48,7 @@ fn op(func: &str, args: &[u64], output: u64) -> RawEvent {
                 keyword: None,
             })
             .collect(),
-        outputs: vec![desc(output)],
+        outputs: vec![desc(output)].into(),
         in_place: false,
         attributes: Vec::new(),
         source: None,

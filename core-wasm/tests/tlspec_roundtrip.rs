@@ -263,10 +263,10 @@ fn encoding_refuses_what_it_cannot_store() {
     assert_eq!(error.code, "tlspec_payload_missing");
 
     let mut huge = trace.clone();
-    huge.ops[1].shape = vec![1 << 40, 1 << 40];
+    huge.ops[1].shape = vec![1 << 40, 1 << 40].into();
     let error = tlspec::encode_layout(&huge, &Manifest::default()).unwrap_err();
     assert_eq!(error.code, "tlspec_shape_overflow");
-    huge.ops[1].shape = vec![1; 65];
+    huge.ops[1].shape = vec![1; 65].into();
     let error = tlspec::encode_layout(&huge, &Manifest::default()).unwrap_err();
     assert_eq!(error.code, "tlspec_rank_too_large");
 

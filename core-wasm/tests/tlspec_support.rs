@@ -31,8 +31,8 @@ pub fn chain_trace(steps: &[Step], input_payload: bool) -> Trace {
         name: "x".to_string(),
         value: TensorDesc {
             tensor: 0,
-            shape: vec![2, 3],
-            dtype: "float32".to_string(),
+            shape: vec![2, 3].into(),
+            dtype: torchlens_core::dtype::Dtype::Float32,
             payload: input_payload.then_some(999),
         },
     }];
@@ -43,13 +43,15 @@ pub fn chain_trace(steps: &[Step], input_payload: bool) -> Trace {
                 tensor: index as u64,
                 position: 0,
                 keyword: None,
-            }],
+            }]
+            .into(),
             outputs: vec![TensorDesc {
                 tensor: index as u64 + 1,
-                shape: step.shape.clone(),
-                dtype: step.dtype.to_string(),
+                shape: step.shape.clone().into(),
+                dtype: torchlens_core::dtype::Dtype::from_name(step.dtype),
                 payload: step.payload.then_some(1000 + index as u64),
-            }],
+            }]
+            .into(),
             in_place: false,
             attributes: vec![("dim".to_string(), index.to_string())],
             source: None,

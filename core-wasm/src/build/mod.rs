@@ -15,13 +15,15 @@ pub use session::CaptureSession;
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::events::{
-    ArgRef, EventBatch, ModuleDecl, ModuleId, OpEvent, ParamDecl, RawEvent, TensorDesc, TensorId,
+    ArgRef, EventStream, ModuleDecl, ModuleId, OpEvent, ParamDecl, RawEvent, TensorDesc, TensorId,
 };
 use crate::model::{
-    CaptureStatus, Edge, FuncName, Layer, Module, ModuleCall, Op, OpId, OpKind, Param, SiteKey,
-    Trace, TraceOptions,
+    CaptureStatus, Edge, Edges, FuncName, Layer, Module, ModuleCall, Op, OpId, OpKind, Param,
+    ParamList, Shape, SiteKey, Trace, TraceOptions,
 };
-use std::collections::HashMap;
+// Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
+// server, so the fast non-DoS-resistant hash is the right trade.
+use rustc_hash::FxHashMap as HashMap;
 
 /// Reason recorded on the trace when an op read a value nobody declared.
 pub const UNREGISTERED_VALUE_REASON: &str = "unregistered_value_read";
@@ -103,16 +105,16 @@ impl TraceBuilder {
                 },
                 extras: Vec::new(),
             },
-            func_index: HashMap::new(),
-            producers: HashMap::new(),
-            module_index: HashMap::new(),
+            func_index: HashMap::default(),
+            producers: HashMap::default(),
+            module_index: HashMap::default(),
             stack: vec![Frame {
                 call: 0,
                 module_id: None,
-                ordinals: HashMap::new(),
+                ordinals: HashMap::default(),
             }],
-            site_layers: HashMap::new(),
-            type_counters: HashMap::new(),
+            site_layers: HashMap::default(),
+            type_counters: HashMap::default(),
             root_entered: false,
         }
     }
@@ -125,8 +127,15 @@ impl TraceBuilder {
 
     /// Decodes a postcard batch and ingests it.
     pub fn ingest_postcard(&mut self, bytes: &[u8]) -> CoreResult<()> {
-        let batch = EventBatch::from_postcard(bytes)?;
-        self.ingest(batch.events)
+        let stream = EventStream::new(bytes)?;
+        // Most events are ops; reserving up front avoids re-copying a large op table as it grows.
+        self.trace
+            .ops
+            .reserve((stream.len_hint() as usize).min(bytes.len() / 8));
+        for event in stream {
+            self.ingest_one(event?)?;
+        }
+        Ok(())
     }
 
     /// Ingests events in capture order.
@@ -229,7 +238,7 @@ impl TraceBuilder {
             address: declaration.address,
             module,
             shape: declaration.shape,
-            dtype: Dtype::from_name(&declaration.dtype),
+            dtype: declaration.dtype,
             trainable: declaration.trainable,
             users: Vec::new(),
         });
@@ -262,7 +271,7 @@ impl TraceBuilder {
         self.stack.push(Frame {
             call,
             module_id: Some(module_id),
-            ordinals: HashMap::new(),
+            ordinals: HashMap::default(),
         });
         Ok(())
     }
@@ -307,8 +316,8 @@ impl TraceBuilder {
         kind: OpKind,
         func: u32,
         name: Option<String>,
-        parents: Vec<Edge>,
-        params: Vec<u32>,
+        parents: Edges,
+        params: ParamList,
         value: &TensorDesc,
         output_index: Option<u32>,
     ) -> CoreResult<OpId> {
@@ -351,11 +360,11 @@ impl TraceBuilder {
             kind,
             name,
             parents,
-            children: Vec::new(),
+            children: Edges::new(),
             params,
             module_call: call,
             shape: value.shape.clone(),
-            dtype: Dtype::from_name(&value.dtype),
+            dtype: value.dtype.clone(),
             output_index,
             in_place: false,
             payload: value.payload,
@@ -363,8 +372,8 @@ impl TraceBuilder {
             source: None,
             site,
             distances: None,
-            input_ancestors: Vec::new(),
-            output_descendants: Vec::new(),
+            input_ancestors: Default::default(),
+            output_descendants: Default::default(),
             edits: Vec::new(),
             extras: Vec::new(),
         });
@@ -407,7 +416,15 @@ impl TraceBuilder {
         value: TensorDesc,
     ) -> CoreResult<OpId> {
         let func = self.intern(func_name);
-        self.append(kind, func, name, Vec::new(), Vec::new(), &value, None)
+        self.append(
+            kind,
+            func,
+            name,
+            Edges::new(),
+            ParamList::new(),
+            &value,
+            None,
+        )
     }
 
     /// Resolves an argument to its producer; a value nobody declared becomes a constant op
@@ -420,8 +437,8 @@ impl TraceBuilder {
         self.trace.capture.reason = Some(UNREGISTERED_VALUE_REASON.to_string());
         let value = TensorDesc {
             tensor: argument.tensor,
-            shape: Vec::new(),
-            dtype: "unknown".to_string(),
+            shape: Shape::new(),
+            dtype: Dtype::Other("unknown".to_string()),
             payload: None,
         };
         let id = self.push_value_op(OpKind::Constant, "constant", None, value)?;
@@ -429,8 +446,8 @@ impl TraceBuilder {
     }
 
     fn push_op(&mut self, event: OpEvent) -> CoreResult<()> {
-        let mut parents = Vec::with_capacity(event.args.len());
-        let mut params = Vec::new();
+        let mut parents = Edges::with_capacity(event.args.len());
+        let mut params = ParamList::new();
         for argument in &event.args {
             match self.resolve(argument)? {
                 Producer::Op(op) => parents.push(Edge {
@@ -498,7 +515,7 @@ impl TraceBuilder {
         let value = TensorDesc {
             tensor,
             shape: parent_op.shape.clone(),
-            dtype: parent_op.dtype.name().to_string(),
+            dtype: parent_op.dtype.clone(),
             payload: None,
         };
         let func = self.intern("output");
@@ -506,11 +523,11 @@ impl TraceBuilder {
             OpKind::Output,
             func,
             Some(name),
-            vec![Edge {
+            smallvec::smallvec![Edge {
                 op: parent,
                 position: 0,
             }],
-            Vec::new(),
+            ParamList::new(),
             &value,
             None,
         )?;
@@ -572,7 +589,7 @@ fn link_children(trace: &mut Trace) {
         }
     }
     for (op, count) in trace.ops.iter_mut().zip(&counts) {
-        op.children = Vec::with_capacity(*count);
+        op.children = Edges::with_capacity(*count);
     }
     for child in 0..trace.ops.len() {
         for index in 0..trace.ops[child].parents.len() {
@@ -593,7 +610,7 @@ fn label_ops(trace: &mut Trace) {
 }
 
 fn link_module_tree(trace: &mut Trace) {
-    let mut by_address: HashMap<&str, u32> = HashMap::new();
+    let mut by_address: HashMap<&str, u32> = HashMap::default();
     for (index, module) in trace.modules.iter().enumerate() {
         for address in &module.all_addresses {
             by_address.entry(address.as_str()).or_insert(index as u32);

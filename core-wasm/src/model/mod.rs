@@ -13,9 +13,22 @@ pub use site::SiteKey;
 use crate::dtype::Dtype;
 use crate::events::{PayloadSlot, SourceLocation};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 /// Dense op identifier: the op's index in capture order.
 pub type OpId = u32;
+
+// Small inline vectors: most ops have one or two parents, a rank of at most four and one
+// input ancestor, so these need no heap allocation in the common case (a trace of a million
+// ops would otherwise make several million small allocations).
+/// A tensor shape.
+pub type Shape = SmallVec<[u64; 4]>;
+/// An op's parent or child edges.
+pub type Edges = SmallVec<[Edge; 2]>;
+/// A short list of op ids (ancestor and descendant sets).
+pub type OpIdList = SmallVec<[OpId; 2]>;
+/// A short list of parameter indices.
+pub type ParamList = SmallVec<[u32; 2]>;
 
 /// Options that change how the core groups and annotates a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,13 +125,13 @@ pub struct Op {
     pub kind: OpKind,
     /// For inputs and outputs their path in the call, for buffers their address.
     pub name: Option<String>,
-    pub parents: Vec<Edge>,
-    pub children: Vec<Edge>,
+    pub parents: Edges,
+    pub children: Edges,
     /// Parameters the op read (indices into [`Trace::params`]).
-    pub params: Vec<u32>,
+    pub params: ParamList,
     /// Innermost module call the op ran in (index into [`Trace::module_calls`]; 0 is the root).
     pub module_call: u32,
-    pub shape: Vec<u64>,
+    pub shape: Shape,
     pub dtype: Dtype,
     /// Position among the outputs of a multi-output op.
     pub output_index: Option<u32>,
@@ -131,9 +144,9 @@ pub struct Op {
     pub site: SiteKey,
     pub distances: Option<Distances>,
     /// Input ops that reach this op (when distances are computed).
-    pub input_ancestors: Vec<OpId>,
+    pub input_ancestors: OpIdList,
     /// Output ops this op reaches (when distances are computed).
-    pub output_descendants: Vec<OpId>,
+    pub output_descendants: OpIdList,
     pub edits: Vec<EditRecord>,
     /// Backend-specific facts (`backend_address`, ...).
     pub extras: Vec<(String, String)>,

@@ -460,7 +460,7 @@ fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<(
             .item_size()
             .and_then(|item| element_count(&op.shape)?.checked_mul(item));
         let shape_ok = match storage_dtype(&op.dtype) {
-            Ok(StorageDtype::Native(_)) => entry.shape == op.shape,
+            Ok(StorageDtype::Native(_)) => entry.shape[..] == op.shape[..],
             Ok(StorageDtype::Bits) => true,
             Err(_) => false,
         };

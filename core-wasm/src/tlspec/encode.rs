@@ -205,7 +205,7 @@ fn pending_payload(
         })?;
     let storage_shape = match storage {
         StorageDtype::Native(_) => record.shape.clone(),
-        StorageDtype::Bits => vec![length],
+        StorageDtype::Bits => smallvec::smallvec![length],
     };
     Ok(Pending {
         op,
@@ -213,7 +213,7 @@ fn pending_payload(
         label,
         logical: record.dtype.name(),
         storage,
-        storage_shape,
+        storage_shape: storage_shape.to_vec(),
         length,
         alignment: item_size.min(8),
     })

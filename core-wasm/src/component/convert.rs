@@ -131,7 +131,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             .call_stack(op)
             .map(|call| trace.call_name(call))
             .collect(),
-        shape: op.shape.clone(),
+        shape: op.shape.to_vec(),
         dtype: op.dtype.name().to_string(),
         output_index: op.output_index,
         in_place: op.in_place,
@@ -149,8 +149,8 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             min_to_output: distances.min_to_output,
             max_to_output: distances.max_to_output,
         }),
-        input_ancestors: op.input_ancestors.clone(),
-        output_descendants: op.output_descendants.clone(),
+        input_ancestors: op.input_ancestors.to_vec(),
+        output_descendants: op.output_descendants.to_vec(),
         edits: op
             .edits
             .iter()

@@ -290,3 +290,78 @@ fn the_precompiled_cache_is_written_and_reused() {
     );
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+#[test]
+fn queries_layout_and_svg_through_the_component() {
+    let mut core = instance();
+    let trace = component_trace(&mut core);
+    let native = native_trace();
+    let ops = core
+        .call_infallible(|guest, store| guest.trace().call_ops(store, trace, 0, u32::MAX))
+        .unwrap();
+    assert_eq!(ops.len(), native.ops.len());
+    let tanh = ops.iter().find(|op| op.label == "tanh_1_6:2").unwrap();
+    assert_eq!(tanh.func_name, "tanh");
+    assert_eq!(tanh.num_passes, 3);
+    assert_eq!(tanh.module_stack, ["cell:2", "self"]);
+    let linear = ops.iter().find(|op| op.label == "linear_2_5:3").unwrap();
+    assert_eq!(linear.params, ["cell.linear.weight", "cell.linear.bias"]);
+    assert_eq!(linear.module_stack, ["cell.linear:3", "cell:3", "self"]);
+
+    let found = core
+        .call_infallible(|guest, store| guest.trace().call_find_label(store, trace, "tanh_1_6:2"))
+        .unwrap();
+    assert_eq!(found, Some(tanh.id));
+    let modules = core
+        .call_infallible(|guest, store| guest.trace().call_modules(store, trace))
+        .unwrap();
+    let cell = modules
+        .iter()
+        .find(|module| module.address == "cell")
+        .unwrap();
+    assert_eq!(cell.calls.len(), 3);
+    assert_eq!(cell.children, ["cell.linear"]);
+    let table = core
+        .call_infallible(|guest, store| guest.trace().call_summary_table(store, trace))
+        .unwrap();
+    assert_eq!(table, torchlens_core::query::summary_table(&native));
+
+    let collapsed = wit::LayoutView::Collapsed(Vec::new());
+    let layout = core
+        .call(|guest, store| guest.trace().call_layout(store, trace, &collapsed))
+        .unwrap();
+    let boxes: Vec<&str> = layout
+        .nodes
+        .iter()
+        .filter(|node| matches!(node.kind, wit::NodeKind::Module))
+        .map(|node| node.label.as_str())
+        .collect();
+    assert!(
+        boxes.contains(&"cell:1") && boxes.contains(&"cell:3"),
+        "{boxes:?}"
+    );
+    let svg = core
+        .call(|guest, store| guest.trace().call_svg(store, trace, &wit::LayoutView::Full))
+        .unwrap();
+    let native_svg = torchlens_core::layout::render_svg(
+        &torchlens_core::layout::layout(&native, &torchlens_core::layout::LayoutView::Full)
+            .unwrap(),
+    );
+    assert_eq!(svg, native_svg);
+
+    // Post-capture save=: keep two payloads, the encode then lays out exactly those.
+    core.call_infallible(|guest, store| {
+        guest
+            .trace()
+            .call_keep_payloads(store, trace, &[tanh.id, linear.id])
+    })
+    .unwrap();
+    let encoded = core.encode(trace, &manifest()).unwrap();
+    let mut labels: Vec<&str> = encoded
+        .payloads
+        .iter()
+        .map(|placement| placement.label.as_str())
+        .collect();
+    labels.sort_unstable();
+    assert_eq!(labels, ["linear_2_5:3", "tanh_1_6:2"]);
+}

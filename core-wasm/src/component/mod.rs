@@ -129,22 +129,16 @@ impl GuestTrace for TraceResource {
         Ok(convert::encoded_layout(layout))
     }
 
-    fn layout(&self, view: wit::LayoutView) -> wit::GraphLayout {
-        match crate::layout::layout(&self.trace.borrow(), &layout_view(view)) {
-            Ok(layout) => graph_layout(layout),
-            Err(_) => wit::GraphLayout {
-                width: 0.0,
-                height: 0.0,
-                nodes: Vec::new(),
-                edges: Vec::new(),
-            },
-        }
+    fn layout(&self, view: wit::LayoutView) -> Result<wit::GraphLayout, wit::CoreError> {
+        crate::layout::layout(&self.trace.borrow(), &layout_view(view))
+            .map(graph_layout)
+            .map_err(core_error)
     }
 
-    fn svg(&self, view: wit::LayoutView) -> String {
+    fn svg(&self, view: wit::LayoutView) -> Result<String, wit::CoreError> {
         crate::layout::layout(&self.trace.borrow(), &layout_view(view))
             .map(|layout| crate::layout::render_svg(&layout))
-            .unwrap_or_default()
+            .map_err(core_error)
     }
 }
 

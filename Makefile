@@ -23,6 +23,9 @@ test: component setup-python
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
+	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
+	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
 
 ## bench: criterion benchmarks, native and through the component.
 bench: component

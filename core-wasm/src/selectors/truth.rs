@@ -41,7 +41,7 @@ impl TruthMask {
             let (value, known) = (self.value[index], self.known[index]);
             self.value[index] = value && other_value;
             self.known[index] =
-                (known && other_known) || (known && !value) || (other_known && !other_value);
+                (known && (other_known || !value)) || (other_known && !other_value);
         }
     }
 
@@ -70,6 +70,6 @@ pub(crate) fn kleene_or(left: (bool, bool), right: (bool, bool)) -> (bool, bool)
     let (right_value, right_known) = right;
     (
         left_value || right_value,
-        (left_known && right_known) || (left_known && left_value) || (right_known && right_value),
+        (left_known && (right_known || left_value)) || (right_known && right_value),
     )
 }

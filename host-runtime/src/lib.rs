@@ -22,3 +22,5 @@ pub use bindings::torchlens::core::types as wit;
 pub use instance::{CoreInstance, HostError};
 pub use runtime::{default_component_path, CoreRuntime};
 pub use sandbox::SandboxLimits;
+/// A handle on a resource (trace or session) inside the component.
+pub use wasmtime::component::ResourceAny;

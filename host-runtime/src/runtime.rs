@@ -63,11 +63,21 @@ impl CoreRuntime {
                 error,
             )
         })?;
+        Self::from_component_bytes_cached(&bytes, cache_dir, limits)
+    }
+
+    /// Compiles component bytes, using (and filling) an ahead-of-time compiled copy in
+    /// `cache_dir` keyed by the bytes, the wasmtime version and the engine settings.
+    pub fn from_component_bytes_cached(
+        bytes: &[u8],
+        cache_dir: Option<&Path>,
+        limits: SandboxLimits,
+    ) -> Result<Self, HostError> {
         let Some(cache_dir) = cache_dir else {
-            return Self::from_component_bytes(&bytes, limits);
+            return Self::from_component_bytes(bytes, limits);
         };
         let engine = Self::engine(&limits)?;
-        let cached = cache_dir.join(Self::cache_name(&engine, &bytes));
+        let cached = cache_dir.join(Self::cache_name(&engine, bytes));
         if let Ok(precompiled) = std::fs::read(&cached) {
             // SAFETY: the file is one this runtime wrote itself, named by the hash of the
             // component bytes, the wasmtime version and the engine's compatibility hash, so it
@@ -77,7 +87,7 @@ impl CoreRuntime {
                 return Self::from_component(engine, component, limits);
             }
         }
-        let component = Component::new(&engine, &bytes)
+        let component = Component::new(&engine, bytes)
             .map_err(|error| load_error("compiling the core component", error))?;
         if let Ok(serialized) = component.serialize() {
             // A cache we cannot write only costs startup time next run.

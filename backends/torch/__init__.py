@@ -1,0 +1,7 @@
+"""The PyTorch backend: capture with a ``TorchFunctionMode`` and global module hooks.
+
+Imported only when a torch model is traced (``import torchlens`` never imports torch)."""
+
+from .backend import BACKEND, TorchBackend
+
+__all__ = ["BACKEND", "TorchBackend"]

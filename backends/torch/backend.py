@@ -1,0 +1,141 @@
+"""The torch backend object the registry hands out."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from torchlens._core import core
+from torchlens.options import CaptureOptions
+from torchlens.selectors import Selector, as_selector
+from torchlens.trace import Trace
+
+from .capture import Capture, _RecordingMode
+from .dtypes import BY_NAME
+
+
+class TorchBackend:
+    """Fills the backend contract for PyTorch."""
+
+    name = "torch"
+
+    def detect(self, model: Any, inputs: Any) -> bool:
+        """A torch module, or a callable given torch tensors."""
+        if isinstance(model, torch.nn.Module):
+            return True
+        values = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+        return callable(model) and any(isinstance(value, torch.Tensor) for value in values)
+
+    def runtime_name(self) -> str:
+        return "torch"
+
+    def runtime_version(self) -> str:
+        return torch.__version__
+
+    # ---- payloads ----------------------------------------------------------------------------
+
+    def payload_bytes(self, tensor: torch.Tensor) -> memoryview:
+        """The tensor's bytes in C order (bfloat16 and bool included), without a copy when the
+        tensor is already contiguous on the CPU."""
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        return memoryview(flat.view(torch.uint8).numpy()).cast("B")
+
+    def payload_from_buffer(self, buffer: Any, offset: int, length: int, dtype: str, shape: list) -> torch.Tensor:
+        """A zero-copy tensor over ``length`` bytes of ``buffer`` at ``offset``."""
+        torch_dtype = BY_NAME.get(dtype)
+        if torch_dtype is None:
+            raw = torch.frombuffer(buffer, dtype=torch.uint8, count=length, offset=offset)
+            return raw
+        if length == 0:
+            return torch.empty(shape, dtype=torch_dtype)
+        item = torch.empty((), dtype=torch_dtype).element_size()
+        flat = torch.frombuffer(buffer, dtype=torch_dtype, count=length // item, offset=offset)
+        return flat.reshape(shape)
+
+    # ---- capture -------------------------------------------------------------------------
+
+    def trace(
+        self,
+        model: Any,
+        inputs: Any,
+        kwargs: Optional[dict],
+        save: Any,
+        options: CaptureOptions,
+    ) -> Trace:
+        args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        kwargs = dict(kwargs or {})
+        selector: Optional[Selector] = None
+        save_all = save is None or save is True
+        if save is not None and save is not True and save is not False:
+            selector = as_selector(save)
+        native_core = core()
+        plan = selector.arena() if selector is not None else None
+        if selector is not None and native_core.classify_selector(plan) == "value-dependent":
+            from torchlens.errors import BackendUnsupportedError
+
+            raise BackendUnsupportedError(
+                "value-dependent save= selectors are not supported yet on torch",
+                "value_dependent_save_unsupported",
+                "use static selectors (tl.func, tl.label, tl.module, ...) for save=",
+                framework="torch",
+            )
+        session = native_core.start_session(
+            options.recurrence_detection, options.compute_input_output_distances, plan
+        )
+        capture = Capture(model, session, save_all=save_all, live_plan=selector is not None)
+        mode = _RecordingMode(capture)
+        pre_handle = post_handle = None
+        try:
+            capture.declare_model()
+            capture.declare_inputs(args, kwargs)
+            pre_handle = torch.nn.modules.module.register_module_forward_pre_hook(capture.pre_hook)
+            post_handle = torch.nn.modules.module.register_module_forward_hook(capture.post_hook)
+            if not isinstance(model, torch.nn.Module):
+                session.enter(0)
+            with mode:
+                output = model(*args, **kwargs)
+            if not isinstance(model, torch.nn.Module):
+                pending = []
+                from .capture import ID_ATTRIBUTE, _flatten
+
+                _flatten(output, "", pending)
+                session.exit(0, [getattr(t, ID_ATTRIBUTE) for _, t in pending if hasattr(t, ID_ATTRIBUTE)])
+        except BaseException:
+            session.abandon()
+            capture.untag()
+            raise
+        finally:
+            if pre_handle is not None:
+                pre_handle.remove()
+            if post_handle is not None:
+                post_handle.remove()
+        try:
+            capture.declare_outputs(output)
+            native_trace, decisions = session.finish()
+            capture.apply(decisions)
+        finally:
+            capture.untag()
+            from .capture import ID_ATTRIBUTE, _flatten
+
+            returned = []
+            _flatten(output, "", returned)
+            for _, tensor in returned:
+                if hasattr(tensor, ID_ATTRIBUTE):
+                    delattr(tensor, ID_ATTRIBUTE)
+        if selector is not None:
+            keep = sorted(
+                op
+                for op, slot in enumerate(capture.op_slots)
+                if slot is not None and (op in capture.selected or slot in capture.constant_slots)
+            )
+            native_trace.keep_payloads(keep)
+            kept_slots = {capture.op_slots[op] for op in keep}
+            capture.payloads = {slot: value for slot, value in capture.payloads.items() if slot in kept_slots}
+        elif not save_all:
+            native_trace.keep_payloads([])
+            capture.payloads = {}
+        return Trace(native_trace, capture.payloads, self)
+
+
+BACKEND = TorchBackend()

@@ -1,0 +1,47 @@
+"""TorchLens: see inside a neural network while it runs.
+
+``import torchlens as tl``; ``trace = tl.trace(model, x)``; ``print(trace.summary())``.
+Importing torchlens imports no framework: each backend imports its framework on first use.
+"""
+
+from __future__ import annotations
+
+from . import backends, errors, options
+from ._core import versions
+from .api import load, trace
+from .errors import BackendUnsupportedError, TorchLensError
+from .selectors import (
+    Selector,
+    followed_by,
+    func,
+    in_module,
+    label,
+    label_contains,
+    module,
+    preceded_by,
+    where,
+)
+from .trace import Trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnsupportedError",
+    "Selector",
+    "TorchLensError",
+    "Trace",
+    "backends",
+    "errors",
+    "followed_by",
+    "func",
+    "in_module",
+    "label",
+    "label_contains",
+    "load",
+    "module",
+    "options",
+    "preceded_by",
+    "trace",
+    "versions",
+    "where",
+]

@@ -1,0 +1,38 @@
+"""``tl.trace`` and ``tl.load``."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .options import CaptureOptions
+from .trace import Trace
+
+
+def trace(
+    model: Any,
+    x: Any = (),
+    *,
+    backend: Optional[str] = None,
+    save: Any = None,
+    capture: Optional[CaptureOptions] = None,
+    kwargs: Optional[dict] = None,
+) -> Trace:
+    """Runs ``model`` on ``x`` and records every operation.
+
+    ``x`` is one input, or a tuple/list of positional inputs; ``kwargs`` are keyword inputs.
+    ``backend=None`` routes the model to its framework. ``save`` chooses which values to keep:
+    ``None``/``True`` every op, ``False`` none, or a selector (``tl.func("relu") |
+    tl.module("encoder")``).
+    """
+    from .backends import resolve
+
+    options = capture if capture is not None else CaptureOptions()
+    adapter = resolve(model, x, backend)
+    return adapter.trace(model, x, kwargs, save, options)
+
+
+def load(path: str) -> Trace:
+    """Opens a ``.tlspec`` file saved by ``trace.save``."""
+    from .tlspec_io import load as load_file
+
+    return load_file(path)

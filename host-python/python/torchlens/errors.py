@@ -1,0 +1,65 @@
+"""The exceptions TorchLens raises. Every one carries a stable ``code`` and a ``remedy``."""
+
+from __future__ import annotations
+
+
+class TorchLensError(Exception):
+    """Base class: ``code`` is stable across releases, ``remedy`` says what to do."""
+
+    def __init__(self, message: str, code: str = "torchlens_error", remedy: str = "") -> None:
+        super().__init__(f"[{code}] {message}" + (f" (remedy: {remedy})" if remedy else ""))
+        self.message = message
+        self.code = code
+        self.remedy = remedy
+
+
+class CaptureEventsError(TorchLensError):
+    """An adapter reported capture events the core could not make sense of (a bug in the adapter)."""
+
+
+class SelectorError(TorchLensError, ValueError):
+    """A selector is malformed or cannot be used where it was given."""
+
+
+class TlspecFormatError(TorchLensError, ValueError):
+    """A ``.tlspec`` file is truncated, corrupted or not a ``.tlspec`` at all."""
+
+
+class TlspecVersionError(TlspecFormatError):
+    """A ``.tlspec`` file of a format version this TorchLens does not read."""
+
+
+class LimitExceededError(TorchLensError):
+    """An input went past one of the core's bounds (ranks, counts, sizes)."""
+
+
+class InvalidTraceError(TorchLensError):
+    """A trace breaks an invariant of the trace model."""
+
+
+class NotFoundError(TorchLensError, KeyError):
+    """A label, index or address the trace does not hold."""
+
+
+class UnsupportedError(TorchLensError):
+    """A request TorchLens understands but cannot honour."""
+
+
+class CoreTrapError(TorchLensError):
+    """The core component was stopped by its sandbox; a new instance is used next time."""
+
+
+class CoreUnavailableError(TorchLensError):
+    """The core component could not be loaded."""
+
+
+class BackendUnsupportedError(TorchLensError):
+    """A backend refuses a capability, option or input, before any side effect."""
+
+    def __init__(self, message: str, code: str, remedy: str = "", framework: str = "") -> None:
+        super().__init__(message, code, remedy)
+        self.framework = framework
+
+
+class CaptureError(TorchLensError):
+    """The model's forward raised during capture; the original exception is the cause."""

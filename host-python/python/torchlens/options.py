@@ -1,0 +1,51 @@
+"""Capture options shared by every backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+JAX_CONTROL_FLOW_MODES = ("unroll", "region", "reject")
+MODULE_IDENTITY_MODES = (None, "object_module", "function_root", "pytree_module")
+PAYLOAD_POLICIES = (None, "array_payloads")
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How a capture runs.
+
+    ``recurrence_detection`` groups repeated calls of one module into passes of one layer;
+    ``compute_input_output_distances`` records hop distances and ancestor/descendant sets. The
+    remaining fields are read by the preview backends; torch accepts them as inert inputs.
+    """
+
+    recurrence_detection: bool = True
+    compute_input_output_distances: bool = True
+    jax_control_flow: str = "unroll"
+    jax_max_control_flow_unroll: int = 1024
+    module_identity_mode: Optional[str] = None
+    payload_policy: Optional[str] = None
+    grad_options: Any = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from .errors import BackendUnsupportedError
+
+        if self.jax_control_flow not in JAX_CONTROL_FLOW_MODES:
+            raise BackendUnsupportedError(
+                f"jax_control_flow must be one of {JAX_CONTROL_FLOW_MODES}",
+                "option_value_invalid",
+                "pass one of the listed values",
+            )
+        if self.module_identity_mode not in MODULE_IDENTITY_MODES:
+            raise BackendUnsupportedError(
+                f"module_identity_mode must be one of {MODULE_IDENTITY_MODES}",
+                "option_value_invalid",
+                "pass one of the listed values",
+            )
+        if self.payload_policy not in PAYLOAD_POLICIES:
+            raise BackendUnsupportedError(
+                f"payload_policy must be one of {PAYLOAD_POLICIES}",
+                "option_value_invalid",
+                "pass one of the listed values",
+            )

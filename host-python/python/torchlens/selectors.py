@@ -1,0 +1,160 @@
+"""Selectors: which ops to keep, match or edit. They are data; the core evaluates them.
+
+``tl.func("relu") & tl.in_module("encoder")`` builds a small tree that is sent to the core as
+an arena (children before parents), both for live decisions during capture and for queries on
+a finished trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Tuple
+
+Node = Tuple[str, Any]
+
+
+class Selector:
+    """A selector. Combine with ``&``, ``|`` and ``~``."""
+
+    def _emit(self, nodes: List[Node], predicates: List[Callable[..., bool]]) -> int:
+        raise NotImplementedError
+
+    def arena(self) -> Tuple[List[Node], int]:
+        """The flat form the core reads: ``(nodes, root)``."""
+        nodes: List[Node] = []
+        root = self._emit(nodes, [])
+        return nodes, root
+
+    def predicates(self) -> List[Callable[..., bool]]:
+        """Host-side predicates, in the order of their ``where`` ids."""
+        found: List[Callable[..., bool]] = []
+        self._emit([], found)
+        return found
+
+    def __and__(self, other: "Selector") -> "Selector":
+        return _Composite("and", [self, _as_selector(other)])
+
+    def __or__(self, other: "Selector") -> "Selector":
+        return _Composite("or", [self, _as_selector(other)])
+
+    def __invert__(self) -> "Selector":
+        return _Not(self)
+
+    def __repr__(self) -> str:
+        return f"Selector{self.arena()}"
+
+
+class _Leaf(Selector):
+    def __init__(self, kind: str, value: str) -> None:
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"tl.{kind}(...) takes a non-empty string, got {value!r}")
+        self.kind = kind
+        self.value = value
+
+    def _emit(self, nodes, predicates):
+        nodes.append((self.kind, self.value))
+        return len(nodes) - 1
+
+
+class _Composite(Selector):
+    def __init__(self, kind: str, parts: List[Selector]) -> None:
+        flat: List[Selector] = []
+        for part in parts:
+            flat.extend(part.parts if isinstance(part, _Composite) and part.kind == kind else [part])
+        self.kind = kind
+        self.parts = flat
+
+    def _emit(self, nodes, predicates):
+        children = [part._emit(nodes, predicates) for part in self.parts]
+        nodes.append((self.kind, children))
+        return len(nodes) - 1
+
+
+class _Not(Selector):
+    def __init__(self, inner: Selector) -> None:
+        self.inner = inner
+
+    def _emit(self, nodes, predicates):
+        child = self.inner._emit(nodes, predicates)
+        nodes.append(("not", child))
+        return len(nodes) - 1
+
+
+class _Temporal(Selector):
+    def __init__(self, kind: str, first: Selector, other: Selector, within: int) -> None:
+        if within < 1:
+            raise ValueError("within must be at least 1")
+        self.kind, self.first, self.other, self.within = kind, first, _as_selector(other), within
+
+    def _emit(self, nodes, predicates):
+        first = self.first._emit(nodes, predicates)
+        other = self.other._emit(nodes, predicates)
+        nodes.append((self.kind, (first, other, self.within)))
+        return len(nodes) - 1
+
+
+class _Where(Selector):
+    def __init__(self, predicate: Callable[..., bool]) -> None:
+        if not callable(predicate):
+            raise TypeError("tl.where(...) takes a callable")
+        self.predicate = predicate
+
+    def _emit(self, nodes, predicates):
+        predicates.append(self.predicate)
+        nodes.append(("where", len(predicates) - 1))
+        return len(nodes) - 1
+
+
+def _as_selector(value: Any) -> Selector:
+    if isinstance(value, Selector):
+        return value
+    if callable(value):
+        return _Where(value)
+    raise TypeError(f"expected a selector, got {value!r}")
+
+
+def func(name: str) -> Selector:
+    """Ops whose function is ``name`` (``"relu"`` matches torch.relu, F.relu, Tensor.relu, nn.ReLU;
+    ``"add"`` matches ``+``)."""
+    return _Leaf("func", name)
+
+
+def label(text: str) -> Selector:
+    """The op with this label; a label without ``:pass`` matches every pass of its layer."""
+    return _Leaf("label", text)
+
+
+def label_contains(text: str) -> Selector:
+    """Ops whose label contains ``text`` (case-insensitive)."""
+    return _Leaf("label_contains", text)
+
+
+def module(address: str) -> Selector:
+    """The outputs of a module call: ``"block"`` every call, ``"block:2"`` the second."""
+    return _Leaf("module", address)
+
+
+def in_module(address: str) -> Selector:
+    """Every op inside a module call, at any depth."""
+    return _Leaf("in_module", address)
+
+
+def followed_by(first: Selector, then: Selector, within: int = 1) -> Selector:
+    """Ops matching ``first`` with an op matching ``then`` among the next ``within`` ops."""
+    return _Temporal("followed_by", first, then, within)
+
+
+def preceded_by(first: Selector, before: Selector, within: int = 1) -> Selector:
+    """Ops matching ``first`` with an op matching ``before`` among the previous ``within`` ops."""
+    return _Temporal("preceded_by", first, before, within)
+
+
+def where(predicate: Callable[..., bool]) -> Selector:
+    """Ops for which ``predicate(op)`` is true (value-dependent: needs the op's value)."""
+    return _Where(predicate)
+
+
+def as_selector(value: Any) -> Selector:
+    """Accepts a selector, a label string or a callable."""
+    if isinstance(value, str):
+        return label(value)
+    return _as_selector(value)

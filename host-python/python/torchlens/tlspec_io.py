@@ -1,0 +1,89 @@
+"""Writing and reading ``.tlspec`` files. The core lays out and checks the file; this module
+moves the bytes: payloads are written straight from the arrays' buffers and read back as
+zero-copy views of a memory map."""
+
+from __future__ import annotations
+
+import datetime
+import mmap
+import os
+import tempfile
+from typing import Any
+
+from ._core import core
+from .errors import TlspecFormatError
+from .trace import Trace
+
+
+def save(trace: Trace, path: str) -> None:
+    """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
+    A failed save leaves any existing file untouched."""
+    backend = trace._backend
+    manifest = {
+        "backend": backend.name,
+        "backend_runtime": backend.runtime_name(),
+        "backend_version": backend.runtime_version(),
+        "payload_policy": "array_payloads",
+        "save_level": "all" if all(op.saved for op in trace.ops if op.kind != "output") else "selected",
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "codec_metadata": "{}",
+        "extra": [],
+    }
+    prefix, placements, file_length = trace._native.encode(manifest)
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".tlspec-", suffix=".partial", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(prefix)
+            for _op, slot, label, offset, length, _dtype in placements:
+                data = backend.payload_bytes(trace._payloads[slot])
+                if len(data) != length or out.tell() != offset:
+                    raise TlspecFormatError(
+                        f"payload {label} has {len(data)} bytes, the layout expects {length} at {offset}",
+                        "tlspec_payload_length_mismatch",
+                        "report this as a bug in the backend's payload codec",
+                    )
+                out.write(data)
+            if out.tell() != file_length:
+                raise TlspecFormatError(
+                    f"wrote {out.tell()} bytes, the layout expects {file_length}",
+                    "tlspec_length_mismatch",
+                    "report this as a bug",
+                )
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def load(path: str, backend: Any = None) -> Trace:
+    """Opens a ``.tlspec``. The core checks the header and the trace body before anything is
+    sized; payloads become zero-copy arrays over a private memory map of the file."""
+    from .backends import get_backend
+
+    with open(path, "rb") as handle:
+        file_length = os.fstat(handle.fileno()).st_size
+        first = handle.read(8)
+        native_core = core()
+        header_length = native_core.tlspec_header_length(first)
+        header = first + handle.read(header_length)
+        info = native_core.parse_tlspec_header(header, file_length)
+        handle.seek(info["body_offset"])
+        body = handle.read(info["body_length"])
+        info, native = native_core.decode_tlspec(header, body, file_length)
+        payloads = {}
+        if info["payloads"]:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+        else:
+            mapped = None
+    backend = backend or get_backend(info["manifest"]["backend"] or "torch")
+    ops = native.ops()
+    logical_shapes = {op["label"]: op["shape"] for op in ops}
+    for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):
+        payloads[slot] = backend.payload_from_buffer(mapped, offset, length, dtype, logical_shapes[label])
+    return Trace(native, payloads, backend, info["manifest"])

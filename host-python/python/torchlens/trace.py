@@ -1,0 +1,383 @@
+"""The public trace: ops, layers, modules and params, backed by the core's trace."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+from .errors import NotFoundError
+from .selectors import Selector, as_selector
+
+
+class Op:
+    """One operation of a trace. ``out`` is its saved value (None when not saved)."""
+
+    __slots__ = ("_trace", "_info")
+
+    def __init__(self, trace: "Trace", info: Dict[str, Any]) -> None:
+        self._trace = trace
+        self._info = info
+
+    @property
+    def index(self) -> int:
+        return self._info["id"]
+
+    @property
+    def label(self) -> str:
+        return self._info["label"]
+
+    @property
+    def layer_label(self) -> str:
+        return self._info["layer_label"]
+
+    @property
+    def pass_number(self) -> int:
+        return self._info["pass_number"]
+
+    @property
+    def num_passes(self) -> int:
+        return self._info["num_passes"]
+
+    @property
+    def func_name(self) -> str:
+        return self._info["func_name"]
+
+    @property
+    def op_type(self) -> str:
+        return self._info["op_type"]
+
+    @property
+    def kind(self) -> str:
+        """``compute``, ``input``, ``output``, ``constant``, ``buffer`` or ``literal_producer``."""
+        return self._info["kind"]
+
+    @property
+    def is_input(self) -> bool:
+        return self.kind == "input"
+
+    @property
+    def is_output(self) -> bool:
+        return self.kind == "output"
+
+    @property
+    def is_constant(self) -> bool:
+        return self.kind == "constant"
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._info["shape"])
+
+    @property
+    def dtype(self) -> str:
+        return self._info["dtype"]
+
+    @property
+    def parents(self) -> List["Op"]:
+        return [self._trace.ops[parent] for parent, _ in self._info["parents"]]
+
+    @property
+    def parent_positions(self) -> List[int]:
+        """The argument position each parent fed."""
+        return [position for _, position in self._info["parents"]]
+
+    @property
+    def children(self) -> List["Op"]:
+        return [self._trace.ops[child] for child, _ in self._info["children"]]
+
+    @property
+    def params(self) -> List[str]:
+        """Addresses of the parameters the op read."""
+        return list(self._info["params"])
+
+    @property
+    def module(self) -> str:
+        """The innermost module call, ``address:call`` (``self`` for the root)."""
+        return self._info["module_stack"][0]
+
+    @property
+    def module_stack(self) -> List[str]:
+        return list(self._info["module_stack"])
+
+    @property
+    def in_place(self) -> bool:
+        return self._info["in_place"]
+
+    @property
+    def source(self) -> Optional[tuple]:
+        """``(file, line, function)`` of the user code that ran the op (torch only)."""
+        return self._info["source"]
+
+    @property
+    def site_key(self) -> str:
+        return self._info["site_key"]
+
+    @property
+    def attributes(self) -> Dict[str, str]:
+        return dict(self._info["attributes"])
+
+    @property
+    def input_ancestors(self) -> List[str]:
+        return [self._trace.ops[op].label for op in self._info["input_ancestors"]]
+
+    @property
+    def output_descendants(self) -> List[str]:
+        return [self._trace.ops[op].label for op in self._info["output_descendants"]]
+
+    @property
+    def min_distance_from_input(self) -> Optional[int]:
+        return self._info.get("min_distance_from_input")
+
+    @property
+    def max_distance_from_input(self) -> Optional[int]:
+        return self._info.get("max_distance_from_input")
+
+    @property
+    def min_distance_to_output(self) -> Optional[int]:
+        return self._info.get("min_distance_to_output")
+
+    @property
+    def max_distance_to_output(self) -> Optional[int]:
+        return self._info.get("max_distance_to_output")
+
+    @property
+    def saved(self) -> bool:
+        return self.out is not None
+
+    @property
+    def out(self) -> Any:
+        """The op's saved value as a framework array, or None when it was not saved."""
+        slot = self._info["payload"]
+        if slot is None:
+            if self.kind == "output" and self._info["parents"]:
+                return self.parents[0].out
+            return None
+        return self._trace._payloads.get(slot)
+
+    def __repr__(self) -> str:
+        return f"<Op {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>"
+
+
+class Layer:
+    """One site of the model and the ops of each of its passes."""
+
+    def __init__(self, trace: "Trace", label: str, op_type: str, ops: Sequence[int]) -> None:
+        self._trace = trace
+        self.label = label
+        self.op_type = op_type
+        self._ops = list(ops)
+
+    @property
+    def passes(self) -> List[Op]:
+        return [self._trace.ops[op] for op in self._ops]
+
+    @property
+    def num_passes(self) -> int:
+        return len(self._ops)
+
+    def __repr__(self) -> str:
+        return f"<Layer {self.label} ({self.num_passes} pass{'es' if self.num_passes != 1 else ''})>"
+
+
+class Module:
+    """A module of the model and its calls."""
+
+    def __init__(self, info: Dict[str, Any]) -> None:
+        self._info = info
+
+    address = property(lambda self: self._info["address"])
+    all_addresses = property(lambda self: list(self._info["all_addresses"]))
+    class_name = property(lambda self: self._info["class_name"])
+    params = property(lambda self: list(self._info["params"]))
+    children = property(lambda self: list(self._info["children"]))
+    parent = property(lambda self: self._info["parent"])
+    is_container = property(lambda self: self._info["container"])
+    training = property(lambda self: self._info["training"])
+
+    @property
+    def num_calls(self) -> int:
+        return len(self._info["calls"])
+
+    @property
+    def calls(self) -> List[str]:
+        return [call[0] for call in self._info["calls"]]
+
+    def __repr__(self) -> str:
+        return f"<Module {self.address} {self.class_name} ({self.num_calls} calls)>"
+
+
+class Param:
+    """A parameter of the model."""
+
+    def __init__(self, info: Dict[str, Any]) -> None:
+        self._info = info
+
+    address = property(lambda self: self._info["address"])
+    module = property(lambda self: self._info["module"])
+    shape = property(lambda self: tuple(self._info["shape"]))
+    dtype = property(lambda self: self._info["dtype"])
+    trainable = property(lambda self: self._info["trainable"])
+
+    @property
+    def num_users(self) -> int:
+        return len(self._info["users"])
+
+    def __repr__(self) -> str:
+        return f"<Param {self.address} {list(self.shape)} {self.dtype}>"
+
+
+class Drawing:
+    """An SVG drawing of a trace; shows inline in Jupyter."""
+
+    def __init__(self, svg: str) -> None:
+        self.svg = svg
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(self.svg)
+
+
+class Trace:
+    """What ran: every op with its function, module, shape, dtype, parents and saved value."""
+
+    def __init__(self, native: Any, payloads: Dict[int, Any], backend: Any, manifest: Optional[dict] = None) -> None:
+        self._native = native
+        self._payloads = payloads
+        self._backend = backend
+        self._manifest = manifest or {}
+        self._ops: Optional[List[Op]] = None
+        self._info: Optional[dict] = None
+
+    # ---- structure -------------------------------------------------------------------------
+
+    @property
+    def info(self) -> dict:
+        if self._info is None:
+            self._info = self._native.info()
+        return self._info
+
+    @property
+    def ops(self) -> List[Op]:
+        """Every op, in capture order."""
+        if self._ops is None:
+            self._ops = [Op(self, info) for info in self._native.ops()]
+        return self._ops
+
+    @property
+    def layers(self) -> List[Layer]:
+        return [Layer(self, label, op_type, ops) for label, op_type, ops in self._native.layers()]
+
+    @property
+    def layer_labels(self) -> List[str]:
+        return [label for label, _, _ in self._native.layers()]
+
+    @property
+    def labels(self) -> List[str]:
+        return [op.label for op in self.ops]
+
+    @property
+    def modules(self) -> Dict[str, Module]:
+        return {info["address"]: Module(info) for info in self._native.modules()}
+
+    @property
+    def params(self) -> Dict[str, Param]:
+        return {info["address"]: Param(info) for info in self._native.params()}
+
+    @property
+    def inputs(self) -> List[Op]:
+        return [self.ops[op] for op in self.info["inputs"]]
+
+    @property
+    def outputs(self) -> List[Op]:
+        return [self.ops[op] for op in self.info["outputs"]]
+
+    @property
+    def backend(self) -> str:
+        return self._backend.name
+
+    @property
+    def capture_verified(self) -> bool:
+        return self.info["capture_verified"]
+
+    @property
+    def capture_reason(self) -> Optional[str]:
+        return self.info["capture_reason"]
+
+    @property
+    def is_stopped(self) -> bool:
+        return self.info["stop_reason"] is not None
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        return self.info["stop_reason"]
+
+    @property
+    def saved_ops(self) -> List[Op]:
+        return [op for op in self.ops if op.saved]
+
+    def __len__(self) -> int:
+        return self.info["op_count"]
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def __getitem__(self, key: Union[int, str]) -> Op:
+        """``trace["relu_1_3"]``, ``trace["relu_1_3:2"]``, ``trace[5]`` or ``trace[-1]``."""
+        if isinstance(key, int):
+            return self.ops[key]
+        index = self._native.find_label(key)
+        if index is None:
+            raise NotFoundError(
+                f"no op is labelled {key!r}", "label_not_found", "see trace.labels for the labels"
+            )
+        return self.ops[index]
+
+    def __contains__(self, key: str) -> bool:
+        return self._native.find_label(key) is not None
+
+    def select(self, selector: Any) -> List[Op]:
+        """The ops a selector matches, in capture order."""
+        selector = as_selector(selector)
+        predicates = selector.predicates()
+        where_results = [
+            (index, [op.index for op in self.ops if predicate(op)])
+            for index, predicate in enumerate(predicates)
+        ]
+        return [self.ops[op] for op in self._native.select(selector.arena(), where_results)]
+
+    def ancestors(self, op: Union[int, str]) -> List[Op]:
+        return [self.ops[index] for index in self._native.ancestors(self._index(op))]
+
+    def descendants(self, op: Union[int, str]) -> List[Op]:
+        return [self.ops[index] for index in self._native.descendants(self._index(op))]
+
+    def _index(self, op: Union[int, str]) -> int:
+        return op if isinstance(op, int) else self[op].index
+
+    # ---- output ----------------------------------------------------------------------------
+
+    def summary(self) -> str:
+        """A table of every op: label, function, module, shape, dtype, saved, parents."""
+        return self._native.summary_table()
+
+    def draw(self, path: Optional[str] = None, collapsed: bool = False, expanded: Sequence[str] = ()) -> Drawing:
+        """Draws the graph as SVG (``collapsed=True``: one box per module, ``expanded`` opens
+        some). Saved to ``path`` when given; shows inline in Jupyter."""
+        drawing = Drawing(self._native.svg(collapsed, list(expanded)))
+        if path is not None:
+            drawing.save(path)
+        return drawing
+
+    def save(self, path: str) -> None:
+        """Saves the trace and its saved values as one ``.tlspec`` file (atomically)."""
+        from .tlspec_io import save
+
+        save(self, path)
+
+    def __repr__(self) -> str:
+        info = self.info
+        return (
+            f"<Trace {self.backend}: {info['op_count']} ops, {info['layer_count']} layers, "
+            f"{info['module_count']} modules, {len(self._payloads)} saved>"
+        )

@@ -1,0 +1,189 @@
+//! The process-wide core instance. Compiling the component takes ~100 ms, so the compiled form
+//! is cached on disk (keyed by the component bytes, wasmtime version and engine settings) and
+//! later imports only deserialize it.
+
+use crate::errors::IntoPyResult;
+use crate::session::Session;
+use crate::trace::Trace;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use torchlens_host_runtime::{CoreInstance, CoreRuntime, SandboxLimits};
+
+/// The component bytes, embedded at build time (see `build.rs`).
+static COMPONENT: &[u8] = include_bytes!(env!("TORCHLENS_COMPONENT_PATH"));
+
+/// A shared handle on the one instance; traces and sessions keep it alive.
+pub type SharedInstance = Rc<RefCell<CoreInstance>>;
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("TORCHLENS_CACHE_DIR") {
+        return Some(PathBuf::from(path));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    Some(base.join("torchlens"))
+}
+
+/// The core component running in this process.
+#[pyclass(unsendable, module = "torchlens._native")]
+pub struct Core {
+    pub(crate) instance: SharedInstance,
+    runtime: Rc<CoreRuntime>,
+}
+
+impl Core {
+    /// A fresh instance when the current one trapped (its state is gone with it).
+    fn live_instance(&self) -> PyResult<SharedInstance> {
+        Ok(self.instance.clone())
+    }
+}
+
+#[pymethods]
+impl Core {
+    /// The core component's version.
+    fn version(&self, py: Python<'_>) -> PyResult<String> {
+        self.instance.borrow_mut().version().py_result(py)
+    }
+
+    /// Size of the embedded component in bytes.
+    #[staticmethod]
+    fn component_size() -> usize {
+        COMPONENT.len()
+    }
+
+    /// Starts a capture session. `plan` is a selector arena (see `convert::selector`).
+    #[pyo3(signature = (recurrence_detection, compute_input_output_distances, plan=None))]
+    fn start_session(
+        &self,
+        py: Python<'_>,
+        recurrence_detection: bool,
+        compute_input_output_distances: bool,
+        plan: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Session> {
+        let plan = plan.map(crate::convert::selector).transpose()?;
+        let options = torchlens_host_runtime::wit::TraceOptions {
+            recurrence_detection,
+            compute_input_output_distances,
+        };
+        let instance = self.live_instance()?;
+        let handle = instance
+            .borrow_mut()
+            .start_session(options, plan.as_ref())
+            .py_result(py)?;
+        Ok(Session::new(instance, handle))
+    }
+
+    /// The header length a `.tlspec` declares in its first 8 bytes.
+    fn tlspec_header_length(&self, py: Python<'_>, first_bytes: &[u8]) -> PyResult<u64> {
+        self.instance
+            .borrow_mut()
+            .tlspec_header_length(first_bytes)
+            .py_result(py)
+    }
+
+    /// Parses and checks a `.tlspec` header; returns it as a dict.
+    fn parse_tlspec_header<'py>(
+        &self,
+        py: Python<'py>,
+        header: &[u8],
+        file_length: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let info = self
+            .instance
+            .borrow_mut()
+            .parse_tlspec_header(header, file_length)
+            .py_result(py)?;
+        crate::convert::header_info(py, &info)
+    }
+
+    /// Decodes a `.tlspec` header and body into a trace; returns `(header dict, Trace)`.
+    fn decode_tlspec<'py>(
+        &self,
+        py: Python<'py>,
+        header: &[u8],
+        body: &[u8],
+        file_length: u64,
+    ) -> PyResult<(Bound<'py, PyAny>, Trace)> {
+        let (info, handle) = self
+            .instance
+            .borrow_mut()
+            .decode_tlspec(header, body, file_length)
+            .py_result(py)?;
+        Ok((
+            crate::convert::header_info(py, &info)?,
+            Trace::new(self.instance.clone(), handle),
+        ))
+    }
+
+    /// Folds per-op replay decisions `[(op, outcome, reason)]` into a status dict.
+    fn fold_validation<'py>(
+        &self,
+        py: Python<'py>,
+        decisions: Vec<(u32, String, String)>,
+        runtime_capture_available: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let decisions = crate::convert::op_decisions(decisions)?;
+        let status = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| {
+                guest.call_fold_validation(store, &decisions, runtime_capture_available)
+            })
+            .py_result(py)?;
+        crate::convert::validation_status(py, &status)
+    }
+
+    /// Checks a selector arena and returns its class (`static`, `temporal`,
+    /// `value-dependent`).
+    fn classify_selector(&self, py: Python<'_>, selector: &Bound<'_, PyAny>) -> PyResult<String> {
+        let selector = crate::convert::selector(selector)?;
+        let class = self
+            .instance
+            .borrow_mut()
+            .call(|guest, store| guest.call_classify_selector(store, &selector))
+            .py_result(py)?;
+        Ok(crate::convert::selector_class_name(class).to_string())
+    }
+
+    /// Rebuilds a trace from its postcard body bytes.
+    fn trace_from_body(&self, py: Python<'_>, body: &Bound<'_, PyBytes>) -> PyResult<Trace> {
+        let handle = self
+            .instance
+            .borrow_mut()
+            .from_body(body.as_bytes())
+            .py_result(py)?;
+        Ok(Trace::new(self.instance.clone(), handle))
+    }
+
+    /// Whether the runtime runs with a fuel budget (the trusted in-process runtime does not).
+    fn sandboxed(&self) -> bool {
+        self.runtime.limits().fuel_per_call.is_some()
+    }
+}
+
+thread_local! {
+    static CORE: RefCell<Option<(SharedInstance, Rc<CoreRuntime>)>> = const { RefCell::new(None) };
+}
+
+/// The process's core (created on first use).
+#[pyfunction]
+pub fn core(py: Python<'_>) -> PyResult<Core> {
+    let existing = CORE.with(|cell| cell.borrow().clone());
+    if let Some((instance, runtime)) = existing {
+        return Ok(Core { instance, runtime });
+    }
+    let runtime = CoreRuntime::from_component_bytes_cached(
+        COMPONENT,
+        cache_dir().as_deref(),
+        SandboxLimits::trusted(),
+    )
+    .py_result(py)?;
+    let instance = Rc::new(RefCell::new(runtime.instantiate().py_result(py)?));
+    let runtime = Rc::new(runtime);
+    CORE.with(|cell| *cell.borrow_mut() = Some((instance.clone(), runtime.clone())));
+    Ok(Core { instance, runtime })
+}

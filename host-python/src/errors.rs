@@ -1,0 +1,54 @@
+//! Core and sandbox errors become the typed exceptions defined in `torchlens/errors.py`, each
+//! carrying the stable `code` and the `remedy`.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use torchlens_host_runtime::HostError;
+
+/// The Python exception class for an error family.
+fn class_name(error: &HostError) -> &'static str {
+    match error {
+        HostError::Core { family, .. } => match *family {
+            "invalid-events" => "CaptureEventsError",
+            "invalid-selector" => "SelectorError",
+            "malformed-file" => "TlspecFormatError",
+            "unsupported-version" => "TlspecVersionError",
+            "limit-exceeded" => "LimitExceededError",
+            "invalid-trace" => "InvalidTraceError",
+            "not-found" => "NotFoundError",
+            _ => "UnsupportedError",
+        },
+        HostError::Trap { .. } | HostError::Dead => "CoreTrapError",
+        HostError::Load(_) => "CoreUnavailableError",
+    }
+}
+
+/// Turns a host error into the matching `torchlens.errors` exception.
+pub fn to_py(py: Python<'_>, error: HostError) -> PyErr {
+    let (message, remedy) = match &error {
+        HostError::Core {
+            message, remedy, ..
+        } => (message.clone(), remedy.clone()),
+        other => (other.to_string(), "reinstall torchlens if this persists".to_string()),
+    };
+    let code = error.code().to_string();
+    let built = py
+        .import("torchlens.errors")
+        .and_then(|errors| errors.getattr(class_name(&error)))
+        .and_then(|class| class.call1((message.clone(), code.clone(), remedy)));
+    match built {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(_) => PyRuntimeError::new_err(format!("[{code}] {message}")),
+    }
+}
+
+/// `Result<T, HostError>` → `PyResult<T>`.
+pub trait IntoPyResult<T> {
+    fn py_result(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for Result<T, HostError> {
+    fn py_result(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|error| to_py(py, error))
+    }
+}

@@ -1,0 +1,26 @@
+//! `torchlens._native`: the core component under wasmtime, for the Python package.
+//!
+//! - [`engine`]: the one core instance per process (precompiled component cached on disk).
+//! - [`session`]: a capture in progress; adapters append raw events, batches go to the core.
+//! - [`trace`]: a finished trace held by the core, and its queries.
+//! - [`convert`]: Python values ⇄ WIT values.
+//! - [`errors`]: core errors raised as the typed exceptions of `torchlens.errors`.
+
+mod convert;
+mod engine;
+mod errors;
+mod session;
+mod trace;
+
+use pyo3::prelude::*;
+
+/// The Python module.
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<engine::Core>()?;
+    module.add_class::<session::Session>()?;
+    module.add_class::<trace::Trace>()?;
+    module.add_function(wrap_pyfunction!(engine::core, module)?)?;
+    module.add("WASMTIME_VERSION", torchlens_host_runtime::runtime::wasmtime_version())?;
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! A capture in progress. The adapter calls one method per event (cheap: the event is appended
+//! to a buffer in Rust); `flush` sends the buffer to the core as one postcard batch and returns
+//! the selection decisions it made possible.
+
+use crate::engine::SharedInstance;
+use crate::errors::IntoPyResult;
+use crate::trace::Trace;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use smallvec::SmallVec;
+use torchlens_core::dtype::Dtype;
+use torchlens_core::events::{
+    ArgRef, EventBatch, ModuleDecl, OpEvent, ParamDecl, RawEvent, SourceLocation, TensorDesc,
+};
+use torchlens_host_runtime::ResourceAny;
+
+/// A capture session inside the core plus the events not yet sent.
+#[pyclass(unsendable, module = "torchlens._native")]
+pub struct Session {
+    instance: SharedInstance,
+    handle: Option<ResourceAny>,
+    pending: Vec<RawEvent>,
+}
+
+impl Session {
+    pub fn new(instance: SharedInstance, handle: ResourceAny) -> Self {
+        Self {
+            instance,
+            handle: Some(handle),
+            pending: Vec::with_capacity(256),
+        }
+    }
+
+    fn handle(&self) -> PyResult<ResourceAny> {
+        self.handle
+            .ok_or_else(|| PyRuntimeError::new_err("this capture session is finished"))
+    }
+}
+
+fn value(tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) -> TensorDesc {
+    TensorDesc {
+        tensor,
+        shape: shape.into(),
+        dtype: Dtype::from_name(dtype),
+        payload,
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// Declares a module object under its addresses (primary first).
+    fn module(
+        &mut self,
+        id: u32,
+        addresses: Vec<String>,
+        class_name: String,
+        container: bool,
+        training: bool,
+    ) {
+        self.pending.push(RawEvent::Module(ModuleDecl {
+            id,
+            addresses,
+            class_name,
+            container,
+            training,
+        }));
+    }
+
+    /// Declares a parameter.
+    fn param(
+        &mut self,
+        tensor: u64,
+        address: String,
+        module: u32,
+        shape: Vec<u64>,
+        dtype: &str,
+        trainable: bool,
+    ) {
+        self.pending.push(RawEvent::Param(ParamDecl {
+            tensor,
+            address,
+            module,
+            shape,
+            dtype: Dtype::from_name(dtype),
+            trainable,
+        }));
+    }
+
+    /// A model input.
+    #[pyo3(signature = (name, tensor, shape, dtype, payload=None))]
+    fn input(&mut self, name: String, tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) {
+        self.pending.push(RawEvent::Input {
+            name,
+            value: value(tensor, shape, dtype, payload),
+        });
+    }
+
+    /// A module buffer read during the forward.
+    #[pyo3(signature = (address, tensor, shape, dtype, payload=None))]
+    fn buffer(&mut self, address: String, tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) {
+        self.pending.push(RawEvent::Buffer {
+            address,
+            value: value(tensor, shape, dtype, payload),
+        });
+    }
+
+    /// A value read from outside the traced call.
+    #[pyo3(signature = (tensor, shape, dtype, payload=None))]
+    fn constant(&mut self, tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) {
+        self.pending.push(RawEvent::Constant {
+            value: value(tensor, shape, dtype, payload),
+        });
+    }
+
+    /// One op. `args` are `(tensor, position)` pairs; `outputs` are
+    /// `(tensor, shape, dtype, payload)`; `source` is `(file, line, function)`.
+    #[pyo3(signature = (func, args, outputs, in_place=false, attributes=Vec::new(), source=None))]
+    fn op(
+        &mut self,
+        func: String,
+        args: Vec<(u64, u32)>,
+        outputs: Vec<(u64, Vec<u64>, String, Option<u64>)>,
+        in_place: bool,
+        attributes: Vec<(String, String)>,
+        source: Option<(String, u32, String)>,
+    ) {
+        let args: SmallVec<[ArgRef; 2]> = args
+            .into_iter()
+            .map(|(tensor, position)| ArgRef {
+                tensor,
+                position,
+                keyword: None,
+            })
+            .collect();
+        let outputs = outputs
+            .into_iter()
+            .map(|(tensor, shape, dtype, payload)| value(tensor, shape, &dtype, payload))
+            .collect();
+        self.pending.push(RawEvent::Op(OpEvent {
+            func,
+            args,
+            outputs,
+            in_place,
+            attributes,
+            source: source.map(|(file, line, function)| SourceLocation {
+                file,
+                line,
+                function,
+            }),
+        }));
+    }
+
+    /// A module call starts.
+    fn enter(&mut self, module: u32) {
+        self.pending.push(RawEvent::Enter { module });
+    }
+
+    /// A module call ends, returning these values.
+    fn exit(&mut self, module: u32, outputs: Vec<u64>) {
+        self.pending.push(RawEvent::Exit { module, outputs });
+    }
+
+    /// A model output.
+    fn output(&mut self, name: String, tensor: u64) {
+        self.pending.push(RawEvent::Output { name, tensor });
+    }
+
+    /// A backend fact about the whole trace.
+    fn extra(&mut self, key: String, value: String) {
+        self.pending.push(RawEvent::Extra { key, value });
+    }
+
+    /// Number of events not yet sent.
+    fn pending_events(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sends the pending events; returns `[(op, selected)]` decisions made possible.
+    fn flush(&mut self, py: Python<'_>) -> PyResult<Vec<(u32, bool)>> {
+        let handle = self.handle()?;
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = EventBatch {
+            events: std::mem::take(&mut self.pending),
+        }
+        .to_postcard();
+        let decisions = self
+            .instance
+            .borrow_mut()
+            .ingest(handle, &batch)
+            .py_result(py)?;
+        Ok(decisions
+            .into_iter()
+            .map(|decision| (decision.op, decision.selected))
+            .collect())
+    }
+
+    /// Marks the capture as stopped early.
+    fn mark_stopped(&mut self, py: Python<'_>, reason: String, frontier: Vec<u32>) -> PyResult<()> {
+        let handle = self.handle()?;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| {
+                guest
+                    .capture_session()
+                    .call_mark_stopped(store, handle, &reason, &frontier)
+            })
+            .py_result(py)
+    }
+
+    /// Marks the capture as possibly incomplete.
+    fn mark_unverified(&mut self, py: Python<'_>, reason: String) -> PyResult<()> {
+        let handle = self.handle()?;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| {
+                guest
+                    .capture_session()
+                    .call_mark_unverified(store, handle, &reason)
+            })
+            .py_result(py)
+    }
+
+    /// Sends what is pending and finalizes: `(Trace, last decisions)`.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<(Trace, Vec<(u32, bool)>)> {
+        let mut decisions = self.flush(py)?;
+        let handle = self.handle.take().ok_or_else(|| {
+            PyRuntimeError::new_err("this capture session is finished")
+        })?;
+        let (trace, last) = self.instance.borrow_mut().finish(handle).py_result(py)?;
+        decisions.extend(last.into_iter().map(|decision| (decision.op, decision.selected)));
+        Ok((Trace::new(self.instance.clone(), trace), decisions))
+    }
+
+    /// Abandons the session (the forward raised): frees it inside the core.
+    fn abandon(&mut self) {
+        self.pending.clear();
+        if let Some(handle) = self.handle.take() {
+            let _ = self.instance.borrow_mut().drop_resource(handle);
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}

@@ -1,0 +1,221 @@
+//! A finished trace held by the core, and the queries the Python `Trace` makes on it.
+
+use crate::convert;
+use crate::engine::SharedInstance;
+use crate::errors::IntoPyResult;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use torchlens_host_runtime::{wit, ResourceAny};
+
+/// A trace inside the core.
+#[pyclass(unsendable, module = "torchlens._native")]
+pub struct Trace {
+    instance: SharedInstance,
+    handle: ResourceAny,
+}
+
+impl Trace {
+    pub fn new(instance: SharedInstance, handle: ResourceAny) -> Self {
+        Self { instance, handle }
+    }
+}
+
+#[pymethods]
+impl Trace {
+    /// Counts, inputs, outputs and capture status, as a dict.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle;
+        let info = self
+            .instance
+            .borrow_mut()
+            .trace_info(handle)
+            .py_result(py)?;
+        convert::trace_info(py, &info)
+    }
+
+    /// Ops `start .. start + count` as dicts.
+    #[pyo3(signature = (start=0, count=u32::MAX))]
+    fn ops<'py>(&self, py: Python<'py>, start: u32, count: u32) -> PyResult<Bound<'py, PyList>> {
+        let handle = self.handle;
+        let ops = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_ops(store, handle, start, count))
+            .py_result(py)?;
+        let list = PyList::empty(py);
+        for op in &ops {
+            list.append(convert::op_info(py, op)?)?;
+        }
+        Ok(list)
+    }
+
+    /// The op a label names, or None.
+    fn find_label(&self, py: Python<'_>, label: &str) -> PyResult<Option<u32>> {
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_find_label(store, handle, label))
+            .py_result(py)
+    }
+
+    /// Layers as `(label, op_type, [op ids])`.
+    fn layers(&self, py: Python<'_>) -> PyResult<Vec<(String, String, Vec<u32>)>> {
+        let handle = self.handle;
+        let layers = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_layers(store, handle))
+            .py_result(py)?;
+        Ok(layers
+            .into_iter()
+            .map(|layer| (layer.label, layer.op_type, layer.ops))
+            .collect())
+    }
+
+    /// Modules as dicts.
+    fn modules<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let handle = self.handle;
+        let modules = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_modules(store, handle))
+            .py_result(py)?;
+        let list = PyList::empty(py);
+        for module in &modules {
+            list.append(convert::module_info(py, module)?)?;
+        }
+        Ok(list)
+    }
+
+    /// Parameters as dicts.
+    fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let handle = self.handle;
+        let params = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_params(store, handle))
+            .py_result(py)?;
+        let list = PyList::empty(py);
+        for param in &params {
+            list.append(convert::param_info(py, param)?)?;
+        }
+        Ok(list)
+    }
+
+    /// The summary table as text.
+    fn summary_table(&self, py: Python<'_>) -> PyResult<String> {
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_summary_table(store, handle))
+            .py_result(py)
+    }
+
+    /// Ops a selector matches. `where_results` are `(predicate id, [op ids])`.
+    #[pyo3(signature = (selector, where_results=Vec::new()))]
+    fn select(
+        &self,
+        py: Python<'_>,
+        selector: &Bound<'_, PyAny>,
+        where_results: Vec<(u32, Vec<u32>)>,
+    ) -> PyResult<Vec<u32>> {
+        let selector = convert::selector(selector)?;
+        let where_results: Vec<wit::WhereResult> = where_results
+            .into_iter()
+            .map(|(predicate, matched)| wit::WhereResult { predicate, matched })
+            .collect();
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .select(handle, &selector, &where_results)
+            .py_result(py)
+    }
+
+    /// Ancestors of an op (every op that reaches it).
+    fn ancestors(&self, py: Python<'_>, op: u32) -> PyResult<Vec<u32>> {
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_ancestors(store, handle, op))
+            .py_result(py)
+    }
+
+    /// Descendants of an op (every op it reaches).
+    fn descendants(&self, py: Python<'_>, op: u32) -> PyResult<Vec<u32>> {
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_descendants(store, handle, op))
+            .py_result(py)
+    }
+
+    /// Keeps payload references only for these ops.
+    fn keep_payloads(&self, py: Python<'_>, ops: Vec<u32>) -> PyResult<()> {
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.trace().call_keep_payloads(store, handle, &ops))
+            .py_result(py)
+    }
+
+    /// The `.tlspec` layout: `(prefix bytes, [(op, slot, label, offset, length, dtype)],
+    /// file length)`.
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        manifest: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<(u32, u64, String, u64, u64, String)>, u64)> {
+        let manifest = convert::manifest(manifest)?;
+        let handle = self.handle;
+        let layout = self
+            .instance
+            .borrow_mut()
+            .encode(handle, &manifest)
+            .py_result(py)?;
+        let placements = layout
+            .payloads
+            .into_iter()
+            .map(|placement| {
+                (
+                    placement.op,
+                    placement.slot,
+                    placement.label,
+                    placement.offset,
+                    placement.length,
+                    placement.dtype,
+                )
+            })
+            .collect();
+        Ok((PyBytes::new(py, &layout.prefix), placements, layout.file_length))
+    }
+
+    /// The graph as SVG: the full graph, or (`collapsed=True`) the module overview with the
+    /// modules in `expanded` opened.
+    #[pyo3(signature = (collapsed=false, expanded=Vec::new()))]
+    fn svg(&self, py: Python<'_>, collapsed: bool, expanded: Vec<String>) -> PyResult<String> {
+        let view = if collapsed {
+            wit::LayoutView::Collapsed(expanded)
+        } else {
+            wit::LayoutView::Full
+        };
+        let handle = self.handle;
+        self.instance
+            .borrow_mut()
+            .call(|guest, store| guest.trace().call_svg(store, handle, &view))
+            .py_result(py)
+    }
+
+    /// The trace body (postcard bytes).
+    fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let handle = self.handle;
+        let body = self.instance.borrow_mut().body(handle).py_result(py)?;
+        Ok(PyBytes::new(py, &body))
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        // A dead instance took the resource with it; nothing to free then.
+        let _ = self.instance.borrow_mut().drop_resource(self.handle);
+    }
+}

@@ -351,3 +351,42 @@ fn summary_table_lists_every_op() {
     }
     assert!(table.contains("cell.linear:2"));
 }
+
+#[test]
+fn loops_written_in_the_forward_group_by_structure() {
+    // for _ in range(3): x = tanh(cell(x))   -- tanh runs in the root, cell is a module
+    let mut recorder = EventRecorder::default();
+    let root = recorder.module(&["self"], "Loop");
+    let cell = recorder.module(&["cell"], "Linear");
+    let mut x = recorder.input("x", &[2]);
+    recorder.enter(root);
+    for _ in 0..3 {
+        recorder.enter(cell);
+        let mixed = recorder.op("linear", &[x], &[2]);
+        recorder.exit(cell, &[mixed]);
+        x = recorder.op("tanh", &[mixed], &[2]);
+    }
+    // Reading one value twice is two sites, not two passes.
+    let first = recorder.op("relu", &[x], &[2]);
+    let second = recorder.op("relu", &[x], &[2]);
+    let sum = recorder.op("add", &[first, second], &[2]);
+    recorder.exit(root, &[sum]);
+    recorder.output("out", sum);
+    let trace = build(recorder.events, TraceOptions::default());
+    assert_eq!(
+        labels(&trace),
+        [
+            "input_1",
+            "linear_1_2:1",
+            "tanh_1_3:1",
+            "linear_1_2:2",
+            "tanh_1_3:2",
+            "linear_1_2:3",
+            "tanh_1_3:3",
+            "relu_1_4",
+            "relu_2_5",
+            "add_1_6",
+            "output_1"
+        ]
+    );
+}

@@ -38,6 +38,15 @@ enum Producer {
     Param(u32),
 }
 
+/// Identity of an op for structural grouping: where it ran, what it did, and which layers fed it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct StructuralKey {
+    module: u32,
+    func: u32,
+    output_slot: u32,
+    parent_layers: smallvec::SmallVec<[u32; 2]>,
+}
+
 /// One open module call on the stack.
 struct Frame {
     call: u32,
@@ -54,6 +63,7 @@ pub struct TraceBuilder {
     module_index: HashMap<ModuleId, u32>,
     stack: Vec<Frame>,
     site_layers: HashMap<SiteKey, u32>,
+    structural_layers: HashMap<StructuralKey, u32>,
     type_counters: HashMap<String, u32>,
     root_entered: bool,
 }
@@ -114,6 +124,7 @@ impl TraceBuilder {
                 ordinals: HashMap::default(),
             }],
             site_layers: HashMap::default(),
+            structural_layers: HashMap::default(),
             type_counters: HashMap::default(),
             root_entered: false,
         }
@@ -345,7 +356,7 @@ impl TraceBuilder {
             output_slot,
             ordinal,
         };
-        let layer = self.layer_for(site, kind);
+        let layer = self.layer_for(site, kind, &parents);
         let layer_record = &mut self.trace.layers[layer as usize];
         layer_record.ops.push(id);
         let pass = layer_record.ops.len() as u32;
@@ -383,10 +394,30 @@ impl TraceBuilder {
 
     /// The layer an op at `site` belongs to: with recurrence detection, every op of one site is
     /// a pass of one layer; without it, each op is its own layer.
-    fn layer_for(&mut self, site: SiteKey, kind: OpKind) -> u32 {
-        if self.trace.options.recurrence_detection {
+    fn layer_for(&mut self, site: SiteKey, kind: OpKind, parents: &Edges) -> u32 {
+        let recurrence = self.trace.options.recurrence_detection;
+        if recurrence {
             if let Some(&layer) = self.site_layers.get(&site) {
                 return layer;
+            }
+        }
+        // Structural grouping for ops outside a repeated module call (a loop written in the
+        // forward itself): an op with the same module, function and parent layers as an
+        // earlier layer is that layer's next pass when its parents come from a later pass.
+        let structural = (recurrence && kind == OpKind::Compute).then(|| StructuralKey {
+            module: site.module,
+            func: site.func,
+            output_slot: site.output_slot,
+            parent_layers: parents
+                .iter()
+                .map(|edge| self.trace.ops[edge.op as usize].layer)
+                .collect(),
+        });
+        if let Some(key) = &structural {
+            if let Some(&layer) = self.structural_layers.get(key) {
+                if self.parents_advanced(layer, parents) {
+                    return layer;
+                }
             }
         }
         let op_type = self.trace.func_names[site.func as usize].op_type.clone();
@@ -402,10 +433,29 @@ impl TraceBuilder {
             step_index,
             ops: Vec::new(),
         });
-        if self.trace.options.recurrence_detection {
+        if recurrence {
             self.site_layers.insert(site, layer);
         }
+        if let Some(key) = structural {
+            self.structural_layers.insert(key, layer);
+        }
         layer
+    }
+
+    /// Whether `parents` come from a later pass than the parents of the layer's last pass: the
+    /// mark of a loop iteration, as opposed to the same value read twice.
+    fn parents_advanced(&self, layer: u32, parents: &Edges) -> bool {
+        let Some(&last) = self.trace.layers[layer as usize].ops.last() else {
+            return false;
+        };
+        let previous = &self.trace.ops[last as usize].parents;
+        previous.len() == parents.len()
+            && previous.iter().zip(parents.iter()).all(|(before, now)| {
+                self.trace.ops[now.op as usize].pass >= self.trace.ops[before.op as usize].pass
+            })
+            && previous.iter().zip(parents.iter()).any(|(before, now)| {
+                self.trace.ops[now.op as usize].pass > self.trace.ops[before.op as usize].pass
+            })
     }
 
     fn push_value_op(

@@ -1,0 +1,219 @@
+"""tl.trace on torch models: structure, labels, and saved values equal to what the model computed
+(checked against values captured independently with torch's own forward hooks)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+import torchlens as tl
+from models import DictModel, Loop, Raises, SharedModule, battery
+
+BATTERY = battery()
+
+
+class _InertMode(TorchFunctionMode):
+    """Does nothing but be active. Some torch modules (MultiheadAttention in eval) pick a fused
+    kernel only when no function mode is active; under this mode the independent run takes the
+    same kernels as the traced run, so values compare bit for bit."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def module_outputs(model, x):
+    """Every module call's output tensors, captured independently with forward hooks."""
+    outputs = []
+    handles = []
+    for name, module in model.named_modules():
+        def hook(module, args, output, name=name or "self"):
+            if isinstance(output, torch.Tensor):
+                outputs.append((name, output.detach().clone()))
+        handles.append(module.register_forward_hook(hook))
+    try:
+        with torch.no_grad(), _InertMode():
+            result = model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return outputs, result
+
+
+@pytest.mark.parametrize("name,model,x", BATTERY, ids=[entry[0] for entry in BATTERY])
+def test_every_saved_value_equals_what_the_model_computed(name, model, x):
+    expected_outputs, expected_result = module_outputs(model, x)
+    with torch.no_grad():
+        trace = tl.trace(model, x)
+    assert trace.capture_verified, trace.capture_reason
+    # The model output.
+    assert torch.equal(trace.outputs[0].out, expected_result)
+    # Every module call's output, in call order, equals the op the trace says the call returned.
+    modules = trace.modules
+    for address, value in expected_outputs:
+        if address == "self":
+            continue
+        assert address in modules or any(address in m.all_addresses for m in modules.values()), address
+    by_call = {}
+    for op in trace.ops:
+        by_call.setdefault(op.module, []).append(op)
+    checked = 0
+    for module in modules.values():
+        calls = module.calls
+        values = [value for address, value in expected_outputs if address in module.all_addresses]
+        for call_name, value in zip(calls, values):
+            matches = trace.select(tl.module(call_name))
+            if len(matches) == 1 and matches[0].out is not None and matches[0].out.shape == value.shape:
+                assert torch.equal(matches[0].out, value), f"{name}: {call_name}"
+                checked += 1
+    assert checked > 0
+    # Every op that is not a boundary node has a value of the recorded shape and dtype.
+    for op in trace.ops:
+        if op.kind in ("compute", "literal_producer"):
+            assert op.out is not None, op
+            assert tuple(op.out.shape) == op.shape, op
+            assert op.source is not None and op.source[1] > 0, op
+
+
+def test_mlp_labels_modules_params_and_selectors():
+    model, x = BATTERY[0][1], BATTERY[0][2]
+    trace = tl.trace(model, x)
+    assert trace.labels == ["input_1", "linear_1_2", "relu_1_3", "linear_2_4", "output_1"]
+    relu = trace["relu_1_3"]
+    assert relu.func_name == "relu" and relu.module == "act:1"
+    assert trace[2] is relu
+    assert torch.equal(relu.out, torch.relu(trace["linear_1_2"].out))
+    assert relu.parents[0].label == "linear_1_2"
+    assert trace["linear_1_2"].params == ["fc1.weight", "fc1.bias"]
+    assert set(trace.params) == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
+    assert trace.modules["fc1"].class_name == "Linear"
+    assert [op.label for op in trace.select(tl.func("linear") & ~tl.in_module("fc2"))] == ["linear_1_2"]
+    assert [op.label for op in trace.select(tl.func("relu") | tl.module("fc2"))] == ["relu_1_3", "linear_2_4"]
+    assert [op.label for op in trace.select(tl.label_contains("LINEAR_2"))] == ["linear_2_4"]
+    assert "relu_1_3" in trace.summary()
+    with pytest.raises(tl.errors.NotFoundError):
+        trace["nope_1_1"]
+
+
+def test_loop_groups_passes_and_recurrence_off_does_not():
+    model, x = Loop().eval(), torch.randn(3, 6)
+    trace = tl.trace(model, x)
+    tanh = [op for op in trace.ops if op.func_name == "tanh"]
+    assert [op.label for op in tanh] == [f"tanh_1_3:{n}" for n in range(1, 6)]
+    assert [op.pass_number for op in tanh] == [1, 2, 3, 4, 5]
+    assert trace.modules["cell"].num_calls == 5
+    assert len(trace.select(tl.label("tanh_1_3"))) == 5
+    assert trace["tanh_1_3:4"].module == "self"
+    expected = x
+    for op in tanh:
+        expected = torch.tanh(model.cell(expected))
+        assert torch.allclose(op.out, expected)
+    flat = tl.trace(model, x, capture=tl.options.CaptureOptions(recurrence_detection=False))
+    assert not any(":" in label for label in flat.labels)
+    assert len([label for label in flat.labels if label.startswith("tanh")]) == 5
+
+
+def test_shared_modules_and_containers():
+    trace = tl.trace(SharedModule().eval(), torch.randn(2, 5))
+    shared = trace.modules["first"]
+    assert shared.all_addresses == ["first", "second"]
+    assert shared.num_calls == 2
+    assert trace.modules["blocks"].is_container
+    assert trace.modules["blocks.1"].num_calls == 1
+    linear = [op for op in trace.ops if op.func_name == "linear"]
+    assert linear[0].label.endswith(":1") and linear[1].label.endswith(":2")
+
+
+def test_global_tensor_is_a_constant_parent():
+    from models import GLOBAL_OFFSET, ReadsGlobal
+
+    trace = tl.trace(ReadsGlobal().eval(), torch.randn(2, 4))
+    constant = [op for op in trace.ops if op.is_constant]
+    assert len(constant) == 1 and constant[0].parents == []
+    assert torch.equal(constant[0].out, GLOBAL_OFFSET)
+    add = [op for op in trace.ops if op.op_type == "add"][0]
+    assert constant[0].label in [parent.label for parent in add.parents]
+
+
+def test_in_place_ops_keep_each_value():
+    from models import InPlace
+
+    model, x = InPlace().eval(), torch.randn(2, 4)
+    trace = tl.trace(model, x)
+    linear = trace.select(tl.func("linear"))[0]
+    added = [op for op in trace.ops if op.func_name == "add_"][0]
+    relu = [op for op in trace.ops if op.func_name == "relu_"][0]
+    assert added.in_place and relu.in_place
+    expected = model.fc(x)
+    assert torch.allclose(linear.out, expected)
+    assert torch.allclose(added.out, expected + 1)
+    assert torch.allclose(relu.out, torch.relu(expected + 1))
+    assert relu.parents[0].label == added.label
+
+
+def test_dict_inputs_and_outputs():
+    model = DictModel().eval()
+    batch = {"image": torch.randn(2, 4), "text": torch.randn(2, 2)}
+    trace = tl.trace(model, batch)
+    names = [op._info["name"] for op in trace.inputs]
+    assert names == ["batch.image", "batch.text"]
+    outputs = {op._info["name"]: op for op in trace.outputs}
+    assert set(outputs) == {"output.joint", "output.image"}
+    expected = model(batch)
+    assert torch.equal(outputs["output.joint"].out, expected["joint"])
+
+
+def test_kwargs_train_mode_and_no_grad():
+    model = SmallCnnTrain()
+    x = torch.randn(2, 3, 8, 8)
+    trace = tl.trace(model, x)
+    assert trace.modules["bn"].training
+    with torch.no_grad():
+        quiet = tl.trace(model.eval(), x)
+    assert not quiet.modules["bn"].training
+
+
+class SmallCnnTrain(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x, scale=1.0):
+        return self.bn(self.conv(x)) * scale
+
+
+def nothing_installed(model, x) -> None:
+    import torch.nn.modules.module as module_globals
+
+    assert not torch._C._is_torch_function_mode_enabled()
+    assert len(module_globals._global_forward_hooks) == 0
+    assert len(module_globals._global_forward_pre_hooks) == 0
+    for tensor in list(model.parameters()) + [x]:
+        assert not hasattr(tensor, "_torchlens_id")
+
+
+def test_an_exception_inside_forward_leaves_nothing_installed():
+    model, x = Raises(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError, match="boom inside forward"):
+        tl.trace(model, x)
+    nothing_installed(model, x)
+    # And the next capture works.
+    trace = tl.trace(BATTERY[0][1], BATTERY[0][2])
+    assert len(trace) == 5
+
+
+def test_a_successful_trace_leaves_nothing_installed():
+    model, x = BATTERY[0][1], BATTERY[0][2]
+    tl.trace(model, x)
+    nothing_installed(model, x)
+
+
+def test_plain_functions_trace_too():
+    def fn(x):
+        return torch.sigmoid(x * 2)
+
+    trace = tl.trace(fn, torch.randn(3))
+    assert [op.func_name for op in trace.ops] == ["input", "__mul__", "sigmoid", "output"] or [
+        op.op_type for op in trace.ops
+    ] == ["input", "mul", "sigmoid", "output"]

@@ -11,7 +11,7 @@ import tempfile
 from typing import Any
 
 from ._core import core
-from .errors import TlspecFormatError
+from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError
 from .trace import Trace
 
 
@@ -63,7 +63,17 @@ def save(trace: Trace, path: str) -> None:
 
 def load(path: str, backend: Any = None) -> Trace:
     """Opens a ``.tlspec``. The core checks the header and the trace body before anything is
-    sized; payloads become zero-copy arrays over a private memory map of the file."""
+    sized; payloads become zero-copy arrays over a private memory map of the file.
+
+    Any file it cannot read raises :class:`~torchlens.errors.TlspecFormatError` (or its
+    subclass ``TlspecVersionError``), with the core's stable code."""
+    try:
+        return _load(path, backend)
+    except (LimitExceededError, InvalidTraceError) as error:
+        raise TlspecFormatError(error.message, error.code, error.remedy) from error
+
+
+def _load(path: str, backend: Any) -> Trace:
     from .backends import get_backend
 
     with open(path, "rb") as handle:

@@ -140,7 +140,9 @@ class Op:
 
     @property
     def saved(self) -> bool:
-        return self.out is not None
+        """Whether the op's own value was kept (an output node shows its producer's value)."""
+        slot = self._info["payload"]
+        return slot is not None and slot in self._trace._payloads
 
     @property
     def out(self) -> Any:

@@ -1,0 +1,53 @@
+"""Packaging facts: importing torchlens imports no framework, and the package reports the core
+component and wasmtime versions it runs on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_import_torchlens_imports_no_framework():
+    code = (
+        "import sys, torchlens as tl; "
+        "print(sorted(m for m in ('torch','jax','tensorflow','mlx','paddle','tinygrad','numpy') if m in sys.modules))"
+    )
+    output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert output.strip() == "[]"
+
+
+def test_versions_report_the_component_and_wasmtime():
+    import torchlens as tl
+
+    versions = tl.versions()
+    assert versions["core_component"] == "0.1.0"
+    assert versions["wasmtime"] == "48.0.8"
+
+
+def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):
+    import torch
+
+    import torchlens as tl
+    from models import SmallCnn
+
+    trace = tl.trace(SmallCnn().eval(), torch.randn(1, 3, 8, 8))
+    full = trace.draw(str(tmp_path / "full.svg"))
+    overview = trace.draw(collapsed=True)
+    assert full._repr_svg_().startswith("<svg") or "<svg" in full.svg[:200]
+    for op in trace.ops:
+        assert op.label in full.svg
+    assert "conv1:1" in overview.svg and "relu_1_" in overview.svg
+    assert (tmp_path / "full.svg").read_text() == full.svg
+
+
+def test_unknown_backend_and_bad_selectors_are_typed_errors():
+    import pytest
+    import torch
+
+    import torchlens as tl
+
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        tl.trace(torch.nn.Linear(2, 2), torch.randn(1, 2), backend="nope")
+    assert caught.value.code == "backend_unknown"
+    with pytest.raises(TypeError):
+        tl.func(3)

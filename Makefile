@@ -1,5 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
-.PHONY: setup setup-python component demo test lint bench
+PYTHON := .venv/bin/python
+
+.PHONY: setup setup-python component python-package demo demo-core test test-rust test-python lint bench benchmark-python
 
 setup:
 	./scripts/setup-rust.sh
@@ -10,23 +12,44 @@ setup-python:
 component: setup
 	./scripts/build-component.sh
 
-## demo: build the core component and run the built-in demo model through it.
-demo: component
-	cargo run --quiet -p torchlens-host-runtime --example demo -- out/demo
+## Builds and installs the torchlens wheel into .venv the way a user does: `pip install .`
+## (maturin builds the pyo3 extension and, through host-python/build.rs, the core component).
+python-package: setup setup-python
+	$(PYTHON) -m pip install --quiet .
+
+## demo: trace a small built-in torch model, print its summary, save and reload a .tlspec,
+## write SVG drawings (out/demo/).
+demo: python-package
+	$(PYTHON) host-python/examples/demo.py out/demo
+
+## demo-core: the same flow on the Rust side only (raw events through the component).
+demo-core: component
+	cargo run --quiet -p torchlens-host-runtime --example demo -- out/demo-core
 
 ## test: build everything and run every test (Rust unit and integration tests, the component
-## under wasmtime, Python interop), then the format and lint checks.
-test: component setup-python
-	cargo test --workspace
-	$(MAKE) lint
+## under wasmtime, the Python package on real torch models), then the format and lint checks.
+test: test-rust test-python lint
 
-lint:
+test-rust: component setup-python
+	cargo test --workspace --exclude torchlens-python
+
+test-python: python-package
+	$(PYTHON) -m pytest host-python/tests -q
+
+lint: setup-python
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
 	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
+	$(PYTHON) -m ruff check host-python backends benchmarks
+	$(PYTHON) -m ruff format --check host-python backends benchmarks
 
 ## bench: criterion benchmarks, native and through the component.
 bench: component
-	cargo bench --workspace
+	cargo bench -p torchlens-core -p torchlens-host-runtime
+
+## benchmark-python: tl.trace against a plain forward (and the reference, if REFERENCE_PYTHON
+## names a Python that has torchlens 2.36.1 installed).
+benchmark-python: python-package
+	$(PYTHON) benchmarks/torch_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)

@@ -9,9 +9,14 @@ use std::process::Command;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let workspace = manifest_dir.parent().expect("host-python lives in the workspace");
+    let workspace = manifest_dir
+        .parent()
+        .expect("host-python lives in the workspace");
     for watched in ["core-wasm/src", "core-wasm/Cargo.toml", "wit", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace.join(watched).display()
+        );
     }
     println!("cargo:rerun-if-env-changed=TORCHLENS_COMPONENT");
 
@@ -19,7 +24,10 @@ fn main() {
         Some(path) => PathBuf::from(path),
         None => build_component(workspace),
     };
-    println!("cargo:rustc-env=TORCHLENS_COMPONENT_PATH={}", component.display());
+    println!(
+        "cargo:rustc-env=TORCHLENS_COMPONENT_PATH={}",
+        component.display()
+    );
 }
 
 fn build_component(workspace: &Path) -> PathBuf {
@@ -28,11 +36,21 @@ fn build_component(workspace: &Path) -> PathBuf {
     let target_dir = out_dir
         .ancestors()
         .find(|path| path.file_name().is_some_and(|name| name == "target"))
-        .map_or_else(|| out_dir.join("component-target"), |target| target.join("component-build"));
+        .map_or_else(
+            || out_dir.join("component-target"),
+            |target| target.join("component-build"),
+        );
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = Command::new(&cargo)
         .current_dir(workspace)
-        .args(["build", "--quiet", "-p", "torchlens-core", "--lib", "--release"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "torchlens-core",
+            "--lib",
+            "--release",
+        ])
         .args(["--target", "wasm32-wasip2", "--target-dir"])
         .arg(&target_dir)
         .env_remove("CARGO_ENCODED_RUSTFLAGS")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import torch
-
 from torchlens._core import core
 from torchlens.options import CaptureOptions
 from torchlens.selectors import Selector, as_selector
 from torchlens.trace import Trace
+
+import torch
 
 from .capture import Capture, _RecordingMode
 from .dtypes import BY_NAME
@@ -41,7 +41,9 @@ class TorchBackend:
         flat = tensor.detach().to("cpu").contiguous().reshape(-1)
         return memoryview(flat.view(torch.uint8).numpy()).cast("B")
 
-    def payload_from_buffer(self, buffer: Any, offset: int, length: int, dtype: str, shape: list) -> torch.Tensor:
+    def payload_from_buffer(
+        self, buffer: Any, offset: int, length: int, dtype: str, shape: list
+    ) -> torch.Tensor:
         """A zero-copy tensor over ``length`` bytes of ``buffer`` at ``offset``."""
         torch_dtype = BY_NAME.get(dtype)
         if torch_dtype is None:

@@ -33,7 +33,7 @@ class _RecordingMode(TorchFunctionMode):
     """Sees every torch function, tensor method and operator; torch disables the mode while
     ``__torch_function__`` runs, so ops inside an op are not seen twice."""
 
-    def __init__(self, capture: "Capture") -> None:
+    def __init__(self, capture: Capture) -> None:
         super().__init__()
         self.capture = capture
 
@@ -212,7 +212,9 @@ class Capture:
         found: List[Tuple[str, torch.Tensor]] = []
         _flatten(output, "", found)
         outputs = [getattr(tensor, ID_ATTRIBUTE, None) for _, tensor in found]
-        self.session.exit(self._module_id(module), [tensor_id for tensor_id in outputs if tensor_id is not None])
+        self.session.exit(
+            self._module_id(module), [tensor_id for tensor_id in outputs if tensor_id is not None]
+        )
 
     # ---- ops ---------------------------------------------------------------------------------
 

@@ -29,9 +29,20 @@ def func_name(func: Any) -> str:
 #: Torch functions that write into their first argument without a trailing underscore.
 IN_PLACE_DUNDERS = frozenset(
     {
-        "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
-        "__ipow__", "__imatmul__", "__iand__", "__ior__", "__ixor__", "__ilshift__",
-        "__irshift__", "__setitem__",
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "__ifloordiv__",
+        "__imod__",
+        "__ipow__",
+        "__imatmul__",
+        "__iand__",
+        "__ior__",
+        "__ixor__",
+        "__ilshift__",
+        "__irshift__",
+        "__setitem__",
     }
 )
 

@@ -29,7 +29,10 @@ pub fn to_py(py: Python<'_>, error: HostError) -> PyErr {
         HostError::Core {
             message, remedy, ..
         } => (message.clone(), remedy.clone()),
-        other => (other.to_string(), "reinstall torchlens if this persists".to_string()),
+        other => (
+            other.to_string(),
+            "reinstall torchlens if this persists".to_string(),
+        ),
     };
     let code = error.code().to_string();
     let built = py

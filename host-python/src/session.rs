@@ -88,7 +88,14 @@ impl Session {
 
     /// A model input.
     #[pyo3(signature = (name, tensor, shape, dtype, payload=None))]
-    fn input(&mut self, name: String, tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) {
+    fn input(
+        &mut self,
+        name: String,
+        tensor: u64,
+        shape: Vec<u64>,
+        dtype: &str,
+        payload: Option<u64>,
+    ) {
         self.pending.push(RawEvent::Input {
             name,
             value: value(tensor, shape, dtype, payload),
@@ -97,7 +104,14 @@ impl Session {
 
     /// A module buffer read during the forward.
     #[pyo3(signature = (address, tensor, shape, dtype, payload=None))]
-    fn buffer(&mut self, address: String, tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) {
+    fn buffer(
+        &mut self,
+        address: String,
+        tensor: u64,
+        shape: Vec<u64>,
+        dtype: &str,
+        payload: Option<u64>,
+    ) {
         self.pending.push(RawEvent::Buffer {
             address,
             value: value(tensor, shape, dtype, payload),
@@ -225,11 +239,15 @@ impl Session {
     /// Sends what is pending and finalizes: `(Trace, last decisions)`.
     fn finish(&mut self, py: Python<'_>) -> PyResult<(Trace, Vec<(u32, bool)>)> {
         let mut decisions = self.flush(py)?;
-        let handle = self.handle.take().ok_or_else(|| {
-            PyRuntimeError::new_err("this capture session is finished")
-        })?;
+        let handle = self
+            .handle
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this capture session is finished"))?;
         let (trace, last) = self.instance.borrow_mut().finish(handle).py_result(py)?;
-        decisions.extend(last.into_iter().map(|decision| (decision.op, decision.selected)));
+        decisions.extend(
+            last.into_iter()
+                .map(|decision| (decision.op, decision.selected)),
+        );
         Ok((Trace::new(self.instance.clone(), trace), decisions))
     }
 

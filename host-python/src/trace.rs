@@ -164,7 +164,11 @@ impl Trace {
         &self,
         py: Python<'py>,
         manifest: &Bound<'py, PyAny>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Vec<(u32, u64, String, u64, u64, String)>, u64)> {
+    ) -> PyResult<(
+        Bound<'py, PyBytes>,
+        Vec<(u32, u64, String, u64, u64, String)>,
+        u64,
+    )> {
         let manifest = convert::manifest(manifest)?;
         let handle = self.handle;
         let layout = self
@@ -186,7 +190,11 @@ impl Trace {
                 )
             })
             .collect();
-        Ok((PyBytes::new(py, &layout.prefix), placements, layout.file_length))
+        Ok((
+            PyBytes::new(py, &layout.prefix),
+            placements,
+            layout.file_length,
+        ))
     }
 
     /// The graph as SVG: the full graph, or (`collapsed=True`) the module overview with the

@@ -8,10 +8,8 @@ import sys
 
 
 def test_import_torchlens_imports_no_framework():
-    code = (
-        "import sys, torchlens as tl; "
-        "print(sorted(m for m in ('torch','jax','tensorflow','mlx','paddle','tinygrad','numpy') if m in sys.modules))"
-    )
+    frameworks = "('torch', 'jax', 'tensorflow', 'mlx', 'paddle', 'tinygrad', 'numpy')"
+    code = f"import sys, torchlens; print(sorted(m for m in {frameworks} if m in sys.modules))"
     output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == "[]"
 
@@ -26,7 +24,6 @@ def test_versions_report_the_component_and_wasmtime():
 
 def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):
     import torch
-
     import torchlens as tl
     from models import SmallCnn
 
@@ -43,7 +40,6 @@ def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):
 def test_unknown_backend_and_bad_selectors_are_typed_errors():
     import pytest
     import torch
-
     import torchlens as tl
 
     with pytest.raises(tl.BackendUnsupportedError) as caught:

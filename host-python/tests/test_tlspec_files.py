@@ -8,7 +8,6 @@ import os
 
 import pytest
 import torch
-
 import torchlens as tl
 from models import Loop, Mlp, SmallCnn
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
-
 import torchlens as tl
 from models import DictModel, Loop, Raises, SharedModule, battery
+from torch.overrides import TorchFunctionMode
 
 BATTERY = battery()
 
@@ -27,9 +26,11 @@ def module_outputs(model, x):
     outputs = []
     handles = []
     for name, module in model.named_modules():
+
         def hook(module, args, output, name=name or "self"):
             if isinstance(output, torch.Tensor):
                 outputs.append((name, output.detach().clone()))
+
         handles.append(module.register_forward_hook(hook))
     try:
         with torch.no_grad(), _InertMode():
@@ -50,7 +51,7 @@ def test_every_saved_value_equals_what_the_model_computed(name, model, x):
     assert torch.equal(trace.outputs[0].out, expected_result)
     # Every module call's output, in call order, equals the op the trace says the call returned.
     modules = trace.modules
-    for address, value in expected_outputs:
+    for address, _value in expected_outputs:
         if address == "self":
             continue
         assert address in modules or any(address in m.all_addresses for m in modules.values()), address

@@ -40,8 +40,7 @@ impl TruthMask {
             let (other_value, other_known) = other.at(self.start + index as u32);
             let (value, known) = (self.value[index], self.known[index]);
             self.value[index] = value && other_value;
-            self.known[index] =
-                (known && (other_known || !value)) || (other_known && !other_value);
+            self.known[index] = (known && (other_known || !value)) || (other_known && !other_value);
         }
     }
 

@@ -30,13 +30,13 @@ class Selector:
         self._emit([], found)
         return found
 
-    def __and__(self, other: "Selector") -> "Selector":
+    def __and__(self, other: Selector) -> Selector:
         return _Composite("and", [self, _as_selector(other)])
 
-    def __or__(self, other: "Selector") -> "Selector":
+    def __or__(self, other: Selector) -> Selector:
         return _Composite("or", [self, _as_selector(other)])
 
-    def __invert__(self) -> "Selector":
+    def __invert__(self) -> Selector:
         return _Not(self)
 
     def __repr__(self) -> str:

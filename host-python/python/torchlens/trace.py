@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from .errors import NotFoundError
-from .selectors import Selector, as_selector
+from .selectors import as_selector
 
 
 class Op:
@@ -13,7 +13,7 @@ class Op:
 
     __slots__ = ("_trace", "_info")
 
-    def __init__(self, trace: "Trace", info: Dict[str, Any]) -> None:
+    def __init__(self, trace: Trace, info: Dict[str, Any]) -> None:
         self._trace = trace
         self._info = info
 
@@ -71,7 +71,7 @@ class Op:
         return self._info["dtype"]
 
     @property
-    def parents(self) -> List["Op"]:
+    def parents(self) -> List[Op]:
         return [self._trace.ops[parent] for parent, _ in self._info["parents"]]
 
     @property
@@ -80,7 +80,7 @@ class Op:
         return [position for _, position in self._info["parents"]]
 
     @property
-    def children(self) -> List["Op"]:
+    def children(self) -> List[Op]:
         return [self._trace.ops[child] for child, _ in self._info["children"]]
 
     @property
@@ -161,7 +161,7 @@ class Op:
 class Layer:
     """One site of the model and the ops of each of its passes."""
 
-    def __init__(self, trace: "Trace", label: str, op_type: str, ops: Sequence[int]) -> None:
+    def __init__(self, trace: Trace, label: str, op_type: str, ops: Sequence[int]) -> None:
         self._trace = trace
         self.label = label
         self.op_type = op_type
@@ -243,7 +243,9 @@ class Drawing:
 class Trace:
     """What ran: every op with its function, module, shape, dtype, parents and saved value."""
 
-    def __init__(self, native: Any, payloads: Dict[int, Any], backend: Any, manifest: Optional[dict] = None) -> None:
+    def __init__(
+        self, native: Any, payloads: Dict[int, Any], backend: Any, manifest: Optional[dict] = None
+    ) -> None:
         self._native = native
         self._payloads = payloads
         self._backend = backend
@@ -363,7 +365,9 @@ class Trace:
         """A table of every op: label, function, module, shape, dtype, saved, parents."""
         return self._native.summary_table()
 
-    def draw(self, path: Optional[str] = None, collapsed: bool = False, expanded: Sequence[str] = ()) -> Drawing:
+    def draw(
+        self, path: Optional[str] = None, collapsed: bool = False, expanded: Sequence[str] = ()
+    ) -> Drawing:
         """Draws the graph as SVG (``collapsed=True``: one box per module, ``expanded`` opens
         some). Saved to ``path`` when given; shows inline in Jupyter."""
         drawing = Drawing(self._native.svg(collapsed, list(expanded)))

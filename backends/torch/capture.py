@@ -117,43 +117,51 @@ class Capture:
     # ---- model structure -----------------------------------------------------------------
 
     def declare_model(self) -> None:
-        addresses: Dict[int, List[str]] = {}
-        modules: Dict[int, torch.nn.Module] = {}
-        if isinstance(self.model, torch.nn.Module):
-            for name, module in self.model.named_modules(remove_duplicate=False):
-                addresses.setdefault(id(module), []).append(name or "self")
-                modules[id(module)] = module
-        for key, names in addresses.items():
-            module = modules[key]
-            module_id = len(self.module_ids)
-            self.module_ids[key] = module_id
-            container = isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict))
-            self.session.module(module_id, names, type(module).__name__, container, module.training)
+        """Declares every module (shared ones once, with all their addresses), parameter and
+        buffer, in one walk of the module tree."""
         if not isinstance(self.model, torch.nn.Module):
             self.module_ids[id(self.model)] = 0
             self.session.module(0, ["self"], type(self.model).__name__, False, False)
             return
-        address_to_module = {
-            name or "self": self.module_ids[id(module)]
-            for name, module in self.model.named_modules(remove_duplicate=False)
-        }
-        seen = set()
-        for address, param in self.model.named_parameters(remove_duplicate=False):
-            if id(param) in seen:
-                continue
-            seen.add(id(param))
-            owner = address.rsplit(".", 1)[0] if "." in address else "self"
-            tensor_id = self._tag_lasting(param)
-            self.session.param(
-                tensor_id,
-                address,
-                address_to_module.get(owner, 0),
-                tuple(param.shape),
-                name_of(param.dtype),
-                param.requires_grad,
+        addresses: Dict[int, List[str]] = {}
+        modules: List[Tuple[str, torch.nn.Module]] = []
+        for name, module in self.model.named_modules(remove_duplicate=False):
+            known = addresses.get(id(module))
+            if known is None:
+                addresses[id(module)] = [name or "self"]
+                modules.append((name, module))
+            else:
+                known.append(name or "self")
+        containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
+        for name, module in modules:
+            module_id = len(self.module_ids)
+            self.module_ids[id(module)] = module_id
+            self.session.module(
+                module_id,
+                addresses[id(module)],
+                type(module).__name__,
+                isinstance(module, containers),
+                module.training,
             )
-        for address, buffer in self.model.named_buffers(remove_duplicate=False):
-            self.buffer_addresses.setdefault(id(buffer), address)
+        seen = set()
+        for name, module in modules:
+            prefix = f"{name}." if name else ""
+            module_id = self.module_ids[id(module)]
+            for parameter_name, param in module._parameters.items():
+                if param is None or id(param) in seen:
+                    continue
+                seen.add(id(param))
+                self.session.param(
+                    self._tag_lasting(param),
+                    prefix + parameter_name,
+                    module_id,
+                    tuple(param.shape),
+                    name_of(param.dtype),
+                    param.requires_grad,
+                )
+            for buffer_name, buffer in module._buffers.items():
+                if buffer is not None:
+                    self.buffer_addresses.setdefault(id(buffer), prefix + buffer_name)
 
     def declare_inputs(self, args: tuple, kwargs: dict) -> None:
         found: List[Tuple[str, torch.Tensor]] = []

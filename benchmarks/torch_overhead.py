@@ -5,8 +5,8 @@ reference implementation, in the same run.
 
 For each model: plain forward, tl.trace saving every op, tl.trace with a narrow ``save=``; the
 per-op overhead above the plain forward and the ratio to it. With ``--reference-python``, the
-same models run under that interpreter's ``torchlens`` (the reference, 2.36.1) with
-``log_forward_pass(..., layers_to_save="all")`` and the figures print side by side.
+same models run under that interpreter's ``torchlens`` (the reference, 2.36.1, whose default
+``trace`` saves every op) and the figures print side by side.
 """
 
 from __future__ import annotations
@@ -92,10 +92,12 @@ def measure_ours(repeats: int) -> dict:
     results = {}
     for name, model, x in models():
         with torch.no_grad():
-            plain = timed(lambda: model(x), repeats)
+            plain = timed(lambda model=model, x=x: model(x), repeats)
             trace = tl.trace(model, x)
-            full = timed(lambda: tl.trace(model, x), repeats)
-            narrow = timed(lambda: tl.trace(model, x, save=tl.func("relu") | tl.func("linear")), repeats)
+            full = timed(lambda model=model, x=x: tl.trace(model, x), repeats)
+            narrow = timed(
+                lambda model=model, x=x: tl.trace(model, x, save=tl.func("relu") | tl.func("linear")), repeats
+            )
         results[name] = {"ops": len(trace), "plain": plain, "full": full, "narrow": narrow}
     return results
 
@@ -106,13 +108,9 @@ def measure_reference(repeats: int) -> dict:
     results = {}
     for name, model, x in models():
         with torch.no_grad():
-            plain = timed(lambda: model(x), repeats)
-            history = reference.log_forward_pass(model, x, layers_to_save="all", vis_opt="none")
-            ops = len(history.layer_labels)
-            full = timed(
-                lambda: reference.log_forward_pass(model, x, layers_to_save="all", vis_opt="none"),
-                max(1, repeats // 3),
-            )
+            plain = timed(lambda model=model, x=x: model(x), repeats)
+            ops = len(reference.trace(model, x).ops)
+            full = timed(lambda model=model, x=x: reference.trace(model, x), max(1, repeats // 3))
         results[name] = {"ops": ops, "plain": plain, "full": full}
     return results
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import torch
 from torchlens._core import core
 from torchlens.options import CaptureOptions
 from torchlens.selectors import Selector, as_selector
 from torchlens.trace import Trace
-
-import torch
 
 from .capture import Capture, _RecordingMode
 from .dtypes import BY_NAME

@@ -133,7 +133,7 @@ class Capture:
             else:
                 known.append(name or "self")
         containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
-        for name, module in modules:
+        for _name, module in modules:
             module_id = len(self.module_ids)
             self.module_ids[id(module)] = module_id
             self.session.module(

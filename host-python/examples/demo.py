@@ -55,7 +55,8 @@ def main(out_dir: str) -> int:
     print(f"reloaded: {len(loaded)} ops, identical to the live trace: {identical}")
 
     relu = trace.select(tl.func("relu"))[0]
-    print(f"{relu.label}: {relu.func_name} in {relu.module}, mean {relu.out.mean().item():.4f}, from {relu.source}")
+    mean = relu.out.mean().item()
+    print(f"{relu.label}: {relu.func_name} in {relu.module}, mean {mean:.4f}, called from {relu.source}")
 
     for name, collapsed in (("demo-graph.svg", False), ("demo-overview.svg", True)):
         target = os.path.join(out_dir, name)

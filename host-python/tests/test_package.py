@@ -24,8 +24,9 @@ def test_versions_report_the_component_and_wasmtime():
 
 def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):
     import torch
-    import torchlens as tl
     from models import SmallCnn
+
+    import torchlens as tl
 
     trace = tl.trace(SmallCnn().eval(), torch.randn(1, 3, 8, 8))
     full = trace.draw(str(tmp_path / "full.svg"))
@@ -40,6 +41,7 @@ def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):
 def test_unknown_backend_and_bad_selectors_are_typed_errors():
     import pytest
     import torch
+
     import torchlens as tl
 
     with pytest.raises(tl.BackendUnsupportedError) as caught:

@@ -8,8 +8,9 @@ import os
 
 import pytest
 import torch
-import torchlens as tl
 from models import Loop, Mlp, SmallCnn
+
+import torchlens as tl
 
 
 def bits(tensor: torch.Tensor) -> bytes:

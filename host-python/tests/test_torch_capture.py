@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torchlens as tl
 from models import DictModel, Loop, Raises, SharedModule, battery
 from torch.overrides import TorchFunctionMode
+
+import torchlens as tl
 
 BATTERY = battery()
 

@@ -8,7 +8,7 @@ import torch
 from torchlens._core import core
 from torchlens.options import CaptureOptions
 from torchlens.selectors import Selector, as_selector
-from torchlens.trace import Trace
+from torchlens.trace import Trace, warn_matched_nothing
 
 from .capture import Capture, _RecordingMode
 from .dtypes import BY_NAME
@@ -130,6 +130,8 @@ class TorchBackend:
                 for op, slot in enumerate(capture.op_slots)
                 if slot is not None and (op in capture.selected or slot in capture.constant_slots)
             )
+            if not capture.selected:
+                warn_matched_nothing(selector)
             native_trace.keep_payloads(keep)
             kept_slots = {capture.op_slots[op] for op in keep}
             capture.payloads = {slot: value for slot, value in capture.payloads.items() if slot in kept_slots}

@@ -219,3 +219,12 @@ def test_plain_functions_trace_too():
     assert [op.func_name for op in trace.ops] == ["input", "__mul__", "sigmoid", "output"] or [
         op.op_type for op in trace.ops
     ] == ["input", "mul", "sigmoid", "output"]
+
+
+def test_a_selector_that_matches_nothing_warns():
+    model, x = BATTERY[0][1], BATTERY[0][2]
+    with pytest.warns(tl.errors.SelectorMatchedNothingWarning):
+        trace = tl.trace(model, x, save=tl.func("conv2d"))
+    assert trace.saved_ops == []
+    with pytest.warns(tl.errors.SelectorMatchedNothingWarning):
+        assert trace.select(tl.label("nothing_1_1")) == []

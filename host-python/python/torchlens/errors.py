@@ -63,3 +63,7 @@ class BackendUnsupportedError(TorchLensError):
 
 class CaptureError(TorchLensError):
     """The model's forward raised during capture; the original exception is the cause."""
+
+
+class SelectorMatchedNothingWarning(UserWarning):
+    """A selector matched no op: it never silently does nothing."""

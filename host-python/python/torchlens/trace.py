@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-from .errors import NotFoundError
-from .selectors import as_selector
+from .errors import NotFoundError, SelectorMatchedNothingWarning
+from .selectors import Selector, as_selector
+
+
+def warn_matched_nothing(selector: Selector) -> None:
+    """Warns that a selector matched no op."""
+    warnings.warn(
+        f"{selector!r} matched no op; check the labels with trace.labels or trace.summary()",
+        SelectorMatchedNothingWarning,
+        stacklevel=3,
+    )
 
 
 class Op:
@@ -348,7 +358,10 @@ class Trace:
             (index, [op.index for op in self.ops if predicate(op)])
             for index, predicate in enumerate(predicates)
         ]
-        return [self.ops[op] for op in self._native.select(selector.arena(), where_results)]
+        matched = self._native.select(selector.arena(), where_results)
+        if not matched:
+            warn_matched_nothing(selector)
+        return [self.ops[op] for op in matched]
 
     def ancestors(self, op: Union[int, str]) -> List[Op]:
         return [self.ops[index] for index in self._native.ancestors(self._index(op))]

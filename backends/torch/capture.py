@@ -217,9 +217,12 @@ class Capture:
         self.session.enter(self._module_id(module))
 
     def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        found: List[Tuple[str, torch.Tensor]] = []
-        _flatten(output, "", found)
-        outputs = [getattr(tensor, ID_ATTRIBUTE, None) for _, tensor in found]
+        if isinstance(output, torch.Tensor):
+            outputs = [getattr(output, ID_ATTRIBUTE, None)]
+        else:
+            found: List[Tuple[str, torch.Tensor]] = []
+            _flatten(output, "", found)
+            outputs = [getattr(tensor, ID_ATTRIBUTE, None) for _, tensor in found]
         self.session.exit(
             self._module_id(module), [tensor_id for tensor_id in outputs if tensor_id is not None]
         )

@@ -228,3 +228,26 @@ def test_a_selector_that_matches_nothing_warns():
     assert trace.saved_ops == []
     with pytest.warns(tl.errors.SelectorMatchedNothingWarning):
         assert trace.select(tl.label("nothing_1_1")) == []
+
+
+class FactoryAndKwargs(torch.nn.Module):
+    def forward(self, x, bias=None, *, gate):
+        ones = torch.ones(x.shape[-1])
+        steps = torch.arange(x.shape[-1], dtype=x.dtype)
+        y = x * ones + steps + bias
+        return y * gate, y.sum()
+
+
+def test_literal_producers_keyword_inputs_and_tuple_outputs():
+    model = FactoryAndKwargs()
+    x, bias, gate = torch.randn(2, 3), torch.randn(3), torch.rand(2, 3)
+    trace = tl.trace(model, (x,), kwargs={"bias": bias, "gate": gate})
+    ones = trace.select(tl.func("ones"))[0]
+    assert ones.kind == "literal_producer" and ones.parents == []
+    assert torch.equal(ones.out, torch.ones(3))
+    assert trace.select(tl.func("arange"))[0].kind == "literal_producer"
+    assert [op._info["name"] for op in trace.inputs] == ["x", "bias", "gate"]
+    outputs = trace.outputs
+    assert [op._info["name"] for op in outputs] == ["output.0", "output.1"]
+    expected = model(x, bias, gate=gate)
+    assert torch.equal(outputs[0].out, expected[0]) and torch.equal(outputs[1].out, expected[1])

@@ -2,6 +2,6 @@
 
 Imported only when a torch model is traced (``import torchlens`` never imports torch)."""
 
-from .backend import BACKEND, TorchBackend
+from .backend import BACKEND, PROTOCOL, TorchBackend
 
-__all__ = ["BACKEND", "TorchBackend"]
+__all__ = ["BACKEND", "PROTOCOL", "TorchBackend"]

@@ -14,6 +14,15 @@ from .capture import Capture, _RecordingMode
 from .dtypes import BY_NAME
 
 
+class Runtime:
+    """Runtime-only replay data of a live trace (never saved to a file)."""
+
+    __slots__ = ("model", "args", "kwargs", "replays")
+
+    def __init__(self, model: Any, args: tuple, kwargs: dict, replays: dict) -> None:
+        self.model, self.args, self.kwargs, self.replays = model, args, kwargs, replays
+
+
 class TorchBackend:
     """Fills the backend contract for PyTorch."""
 
@@ -63,7 +72,28 @@ class TorchBackend:
         kwargs: Optional[dict],
         save: Any,
         options: CaptureOptions,
+        intervene: Any = None,
+        stop_after: Any = None,
     ) -> Trace:
+        from torchlens.backends import gate, get_spec
+
+        spec = get_spec(self.name)
+        # Refusals come before any side effect: nothing is installed, the model does not run.
+        if intervene is not None:
+            gate(spec, "intervene")
+        if stop_after is not None:
+            gate(spec, "stop_after")
+        if options.grad_options is not None:
+            gate(spec, "derived_grads")
+        if options.module_identity_mode not in (None, "object_module"):
+            from torchlens.errors import BackendUnsupportedError
+
+            raise BackendUnsupportedError(
+                f"module_identity_mode={options.module_identity_mode!r} is not a torch mode",
+                "option_unsupported",
+                "torch models always use object_module attribution; leave the option unset",
+                framework="torch",
+            )
         args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
         kwargs = dict(kwargs or {})
         selector: Optional[Selector] = None
@@ -72,15 +102,12 @@ class TorchBackend:
             selector = as_selector(save)
         native_core = core()
         plan = selector.arena() if selector is not None else None
-        if selector is not None and native_core.classify_selector(plan) == "value-dependent":
-            from torchlens.errors import BackendUnsupportedError
-
-            raise BackendUnsupportedError(
-                "value-dependent save= selectors are not supported yet on torch",
-                "value_dependent_save_unsupported",
-                "use static selectors (tl.func, tl.label, tl.module, ...) for save=",
-                framework="torch",
-            )
+        if selector is not None:
+            selector_class = native_core.classify_selector(plan)
+            if selector_class == "value-dependent":
+                gate(spec, "save_value_dependent")
+            elif selector_class == "temporal":
+                gate(spec, "temporal_selectors")
         session = native_core.start_session(
             options.recurrence_detection, options.compute_input_output_distances, plan
         )
@@ -138,7 +165,54 @@ class TorchBackend:
         elif not save_all:
             native_trace.keep_payloads([])
             capture.payloads = {}
-        return Trace(native_trace, capture.payloads, self)
+        runtime = Runtime(model, args, kwargs, capture.replays)
+        return Trace(native_trace, capture.payloads, self, runtime=runtime)
+
+    def validate(self, trace: Trace, outputs: Any = None) -> Any:
+        from .replay import validate
+
+        return validate(trace, outputs)
+
+    def validation_status(self, trace: Trace, outputs: Any = None) -> Any:
+        from .replay import validation_status
+
+        return validation_status(trace, outputs)
 
 
 BACKEND = TorchBackend()
+
+
+def _reference_output(model: Any, inputs: Any, kwargs: Optional[dict] = None) -> Any:
+    """The model's output computed with no TorchLens wrapper installed."""
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    with torch.no_grad():
+        return model(*args, **(kwargs or {}))
+
+
+def _host_copy(value: torch.Tensor) -> torch.Tensor:
+    return value.detach().to("cpu").clone()
+
+
+def _protocol():
+    from torchlens.backends.contract import BackendProtocol
+    from torchlens.backends.torch_spec import TORCH_SPEC
+
+    return BackendProtocol(
+        requirement=TORCH_SPEC.requirement,
+        capabilities=TORCH_SPEC.capabilities,
+        capture=BACKEND.trace,
+        validate=BACKEND.validate,
+        reference_output=_reference_output,
+        host_copy=_host_copy,
+        realize=lambda values: values,
+        refusal_codes=(
+            "intervene_unsupported",
+            "stop_after_unsupported",
+            "value_dependent_save_unsupported",
+            "followed_by_unsupported",
+        ),
+        adapter=BACKEND,
+    )
+
+
+PROTOCOL = _protocol()

@@ -29,6 +29,15 @@ _SKIPPED_FOLDERS = (
 _FLUSH_EVERY = 64
 
 
+class ReplaySlot:
+    """A tensor argument in a replay template: the value of op ``op``."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: int) -> None:
+        self.op = op
+
+
 class _RecordingMode(TorchFunctionMode):
     """Sees every torch function, tensor method and operator; torch disables the mode while
     ``__torch_function__`` runs, so ops inside an op are not seen twice."""
@@ -76,8 +85,27 @@ class Capture:
         #: Payload slot of each op, indexed by the op id the core assigns (ops are numbered in
         #: the order their events arrive, so the adapter can follow along).
         self.op_slots: List[Optional[int]] = []
+        #: Tensor id → the op that produced it (for replay templates).
+        self.producer_op: Dict[int, int] = {}
+        #: Tensor ids of parameters (replay reads the live parameter).
+        self.param_tensors: Dict[int, torch.Tensor] = {}
+        #: Op id → (func, args template, kwargs template, output index): what replay re-runs.
+        self.replays: Dict[int, tuple] = {}
 
     # ---- ids ---------------------------------------------------------------------------------
+
+    def _op_created(self, tensor_id: Optional[int], slot: Optional[int]) -> int:
+        """Follows the core's op numbering (ops are numbered in event order)."""
+        op = len(self.op_slots)
+        self.op_slots.append(slot)
+        if tensor_id is not None:
+            self.producer_op[tensor_id] = op
+        return op
+
+    def _placeholder(self, tensor_id: int) -> Any:
+        """What a replay template holds for a tensor argument."""
+        param = self.param_tensors.get(tensor_id)
+        return param if param is not None else ReplaySlot(self.producer_op.get(tensor_id, -1))
 
     def _tag(self, tensor: torch.Tensor) -> int:
         tensor_id = self.next_id
@@ -111,7 +139,7 @@ class Capture:
             self.session.buffer(address, tensor_id, shape, dtype, payload)
         else:
             self.session.constant(tensor_id, shape, dtype, payload)
-        self.op_slots.append(payload)
+        self._op_created(tensor_id, payload)
         return tensor_id
 
     # ---- model structure -----------------------------------------------------------------
@@ -151,8 +179,10 @@ class Capture:
                 if param is None or id(param) in seen:
                     continue
                 seen.add(id(param))
+                param_id = self._tag_lasting(param)
+                self.param_tensors[param_id] = param
                 self.session.param(
-                    self._tag_lasting(param),
+                    param_id,
                     prefix + parameter_name,
                     module_id,
                     tuple(param.shape),
@@ -174,7 +204,7 @@ class Capture:
             tensor_id = self._tag_lasting(tensor)
             slot = self._keep(tensor_id, tensor)
             self.session.input(path, tensor_id, tuple(tensor.shape), name_of(tensor.dtype), slot)
-            self.op_slots.append(slot)
+            self._op_created(tensor_id, slot)
 
     def _argument_names(self, args: tuple, kwargs: dict) -> List[str]:
         forward = getattr(self.model, "forward", self.model)
@@ -199,7 +229,7 @@ class Capture:
             if tensor_id is None:
                 tensor_id = self._id_of(tensor)
             self.session.output(path, tensor_id)
-            self.op_slots.append(None)
+            self._op_created(None, None)
 
     # ---- hooks -------------------------------------------------------------------------------
 
@@ -242,25 +272,45 @@ class Capture:
         else:
             return
         parents = []
+        template = []
         position = 0
         for argument in args:
             if isinstance(argument, torch.Tensor):
-                parents.append((self._id_of(argument), position))
-            elif isinstance(argument, (tuple, list)):
+                tensor_id = self._id_of(argument)
+                parents.append((tensor_id, position))
+                template.append(self._placeholder(tensor_id))
+            elif isinstance(argument, (tuple, list)) and any(
+                isinstance(item, torch.Tensor) for item in argument
+            ):
+                items = []
                 for item in argument:
                     if isinstance(item, torch.Tensor):
-                        parents.append((self._id_of(item), position))
+                        tensor_id = self._id_of(item)
+                        parents.append((tensor_id, position))
+                        items.append(self._placeholder(tensor_id))
+                    else:
+                        items.append(item)
+                template.append(type(argument)(items) if isinstance(argument, tuple) else items)
+            else:
+                template.append(argument)
             position += 1
-        for argument in kwargs.values():
+        keyword_template = {}
+        for key, argument in kwargs.items():
             if isinstance(argument, torch.Tensor):
-                parents.append((self._id_of(argument), position))
+                tensor_id = self._id_of(argument)
+                parents.append((tensor_id, position))
+                keyword_template[key] = self._placeholder(tensor_id)
+            else:
+                keyword_template[key] = argument
             position += 1
         outputs = []
-        for result in results:
+        multiple = len(results) > 1 or not isinstance(out, torch.Tensor)
+        for index, result in enumerate(results):
             tensor_id = self._tag(result)
             slot = self._keep(tensor_id, result)
             outputs.append((tensor_id, result.shape, name_of(result.dtype), slot))
-            self.op_slots.append(slot)
+            op = self._op_created(tensor_id, slot)
+            self.replays[op] = (func, name, tuple(template), keyword_template, index if multiple else None)
         frame = sys._getframe(2)
         while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_FOLDERS):
             frame = frame.f_back

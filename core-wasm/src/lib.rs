@@ -10,6 +10,7 @@
 //! - `component`: the WIT exports, compiled only for the WASI component build.
 
 pub mod build;
+pub mod contract;
 pub mod dtype;
 pub mod error;
 pub mod events;

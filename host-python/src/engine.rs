@@ -159,6 +159,89 @@ impl Core {
         Ok(Trace::new(self.instance.clone(), handle))
     }
 
+    /// The closed set of refusal codes: `[(code, owner, meaning)]`.
+    fn refusal_codes(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
+        let codes = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.call_refusal_codes(store))
+            .py_result(py)?;
+        Ok(codes
+            .into_iter()
+            .map(|entry| (entry.code, entry.owner, entry.meaning))
+            .collect())
+    }
+
+    /// The closed set of validation reasons: `[(code, meaning)]`.
+    fn validation_reasons(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        let reasons = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.call_validation_reasons(store))
+            .py_result(py)?;
+        Ok(reasons
+            .into_iter()
+            .map(|entry| (entry.code, entry.meaning))
+            .collect())
+    }
+
+    /// The capabilities of the contract: `[(name, refusal code, meaning)]`.
+    fn capabilities(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
+        let capabilities = self
+            .instance
+            .borrow_mut()
+            .call_infallible(|guest, store| guest.call_capabilities(store))
+            .py_result(py)?;
+        Ok(capabilities
+            .into_iter()
+            .map(|entry| (entry.name, entry.refusal, entry.meaning))
+            .collect())
+    }
+
+    /// Checks a backend declaration at registration.
+    fn register_backend(
+        &self,
+        py: Python<'_>,
+        name: String,
+        capabilities: Vec<(String, bool)>,
+        implementations: Vec<String>,
+    ) -> PyResult<()> {
+        let declaration = torchlens_host_runtime::wit::BackendDeclaration {
+            name,
+            capabilities,
+            implementations,
+        };
+        self.instance
+            .borrow_mut()
+            .call(|guest, store| guest.call_register_backend(store, &declaration))
+            .py_result(py)
+    }
+
+    /// The gate: `None` when admitted, else the refusal code.
+    fn gate(
+        &self,
+        py: Python<'_>,
+        name: String,
+        capabilities: Vec<(String, bool)>,
+        implementations: Vec<String>,
+        capability: String,
+    ) -> PyResult<Option<String>> {
+        let declaration = torchlens_host_runtime::wit::BackendDeclaration {
+            name,
+            capabilities,
+            implementations,
+        };
+        let outcome = self
+            .instance
+            .borrow_mut()
+            .call(|guest, store| guest.call_gate(store, &declaration, &capability))
+            .py_result(py)?;
+        Ok(match outcome {
+            torchlens_host_runtime::wit::GateOutcome::Admitted => None,
+            torchlens_host_runtime::wit::GateOutcome::Refused(code) => Some(code),
+        })
+    }
+
     /// Whether the runtime runs with a fuel budget (the trusted in-process runtime does not).
     fn sandboxed(&self) -> bool {
         self.runtime.limits().fuel_per_call.is_some()

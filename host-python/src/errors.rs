@@ -8,6 +8,9 @@ use torchlens_host_runtime::HostError;
 /// The Python exception class for an error family.
 fn class_name(error: &HostError) -> &'static str {
     match error {
+        HostError::Core { code, .. } if code == "backend_capability_conformance" => {
+            "BackendCapabilityConformanceError"
+        }
         HostError::Core { family, .. } => match *family {
             "invalid-events" => "CaptureEventsError",
             "invalid-selector" => "SelectorError",

@@ -410,3 +410,11 @@ pub fn graph_layout(layout: GraphLayout) -> wit::GraphLayout {
             .collect(),
     }
 }
+
+pub fn declaration(value: wit::BackendDeclaration) -> crate::contract::BackendDeclaration {
+    crate::contract::BackendDeclaration {
+        name: value.name,
+        capabilities: value.capabilities,
+        implementations: value.implementations,
+    }
+}

@@ -244,6 +244,55 @@ impl Guest for Component {
         Ok((header_info(info), trace_handle(trace)))
     }
 
+    fn refusal_codes() -> Vec<wit::RefusalCodeInfo> {
+        crate::contract::REFUSAL_CODES
+            .iter()
+            .map(|entry| wit::RefusalCodeInfo {
+                code: entry.code.to_string(),
+                owner: entry.owner.to_string(),
+                meaning: entry.meaning.to_string(),
+            })
+            .collect()
+    }
+
+    fn validation_reasons() -> Vec<wit::ValidationReasonInfo> {
+        crate::contract::VALIDATION_REASONS
+            .iter()
+            .map(|entry| wit::ValidationReasonInfo {
+                code: entry.code.to_string(),
+                meaning: entry.meaning.to_string(),
+            })
+            .collect()
+    }
+
+    fn capabilities() -> Vec<wit::CapabilityInfo> {
+        crate::contract::CAPABILITIES
+            .iter()
+            .map(|entry| wit::CapabilityInfo {
+                name: entry.name.to_string(),
+                refusal: entry.refusal.to_string(),
+                meaning: entry.meaning.to_string(),
+            })
+            .collect()
+    }
+
+    fn register_backend(declaration: wit::BackendDeclaration) -> Result<(), wit::CoreError> {
+        crate::contract::register(&convert::declaration(declaration)).map_err(core_error)
+    }
+
+    fn gate(
+        declaration: wit::BackendDeclaration,
+        capability: String,
+    ) -> Result<wit::GateOutcome, wit::CoreError> {
+        match crate::contract::gate(&convert::declaration(declaration), &capability) {
+            Ok(crate::contract::GateOutcome::Admitted) => Ok(wit::GateOutcome::Admitted),
+            Ok(crate::contract::GateOutcome::Refused { code }) => {
+                Ok(wit::GateOutcome::Refused(code.to_string()))
+            }
+            Err(error) => Err(core_error(error)),
+        }
+    }
+
     fn version() -> String {
         env!("CARGO_PKG_VERSION").to_string()
     }

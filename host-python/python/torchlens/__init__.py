@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import backends, errors, options
 from ._core import versions
-from .api import load, trace
+from .api import load, trace, validate
 from .errors import BackendUnsupportedError, TorchLensError
 from .selectors import (
     Selector,
@@ -42,6 +42,7 @@ __all__ = [
     "options",
     "preceded_by",
     "trace",
+    "validate",
     "versions",
     "where",
 ]

@@ -16,6 +16,9 @@ def trace(
     save: Any = None,
     capture: Optional[CaptureOptions] = None,
     kwargs: Optional[dict] = None,
+    intervene: Any = None,
+    stop_after: Any = None,
+    facets: Any = None,
 ) -> Trace:
     """Runs ``model`` on ``x`` and records every operation.
 
@@ -24,11 +27,19 @@ def trace(
     ``None``/``True`` every op, ``False`` none, or a selector (``tl.func("relu") |
     tl.module("encoder")``).
     """
-    from .backends import resolve
+    from .backends import get_backend, resolve
 
     options = capture if capture is not None else CaptureOptions()
-    adapter = resolve(model, x, backend)
-    return adapter.trace(model, x, kwargs, save, options)
+    spec = resolve(model, x, backend)
+    adapter = get_backend(spec.name)
+    trace = adapter.capture(model, x, kwargs, save, options, intervene=intervene, stop_after=stop_after)
+    trace.facets = facets
+    return trace
+
+
+def validate(trace: Trace, outputs: Any = None) -> Any:
+    """Replay validation of a trace (see :meth:`Trace.validate_forward_pass`)."""
+    return trace.validate_forward_pass(outputs)
 
 
 def load(path: str) -> Trace:

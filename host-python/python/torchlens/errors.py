@@ -67,3 +67,7 @@ class CaptureError(TorchLensError):
 
 class SelectorMatchedNothingWarning(UserWarning):
     """A selector matched no op: it never silently does nothing."""
+
+
+class BackendCapabilityConformanceError(TorchLensError):
+    """A backend flags a capability True but binds no implementation for it."""

@@ -91,7 +91,7 @@ def _load(path: str, backend: Any) -> Trace:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
         else:
             mapped = None
-    backend = backend or get_backend(info["manifest"]["backend"] or "torch")
+    backend = backend or get_backend(info["manifest"]["backend"] or "torch").adapter
     ops = native.ops()
     logical_shapes = {op["label"]: op["shape"] for op in ops}
     for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):

@@ -254,9 +254,16 @@ class Trace:
     """What ran: every op with its function, module, shape, dtype, parents and saved value."""
 
     def __init__(
-        self, native: Any, payloads: Dict[int, Any], backend: Any, manifest: Optional[dict] = None
+        self,
+        native: Any,
+        payloads: Dict[int, Any],
+        backend: Any,
+        manifest: Optional[dict] = None,
+        runtime: Any = None,
     ) -> None:
         self._native = native
+        #: Runtime-only replay data (None for a loaded trace).
+        self._runtime = runtime
         self._payloads = payloads
         self._backend = backend
         self._manifest = manifest or {}
@@ -371,6 +378,18 @@ class Trace:
 
     def _index(self, op: Union[int, str]) -> int:
         return op if isinstance(op, int) else self[op].index
+
+    # ---- validation --------------------------------------------------------------------------
+
+    def validate_forward_pass(self, outputs: Any = None) -> Any:
+        """Replay validation: True or False when the outcome is final, otherwise the
+        :class:`~torchlens.validation.ValidationStatus` (``unverified``, ``unavailable``)."""
+        return self._backend.validate(self, outputs)
+
+    @property
+    def validation_replay_status(self) -> Any:
+        """The full :class:`~torchlens.validation.ValidationStatus` of replay validation."""
+        return self._backend.validation_status(self)
 
     # ---- output ----------------------------------------------------------------------------
 

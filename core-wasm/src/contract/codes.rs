@@ -1,0 +1,241 @@
+//! The closed sets of codes. A backend refuses only with a code listed here, and every code
+//! names the backend (or the registry) that owns it, so a test can insist that each code is
+//! either triggered by a test or owned by a backend not built yet.
+
+/// A refusal code: why a backend will not serve a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefusalCode {
+    pub code: &'static str,
+    /// `registry` for routing and options, otherwise the backend name.
+    pub owner: &'static str,
+    pub meaning: &'static str,
+}
+
+const fn refusal(code: &'static str, owner: &'static str, meaning: &'static str) -> RefusalCode {
+    RefusalCode {
+        code,
+        owner,
+        meaning,
+    }
+}
+
+/// Every refusal code, sorted by owner then code.
+pub const REFUSAL_CODES: &[RefusalCode] = &[
+    refusal(
+        "backend_ambiguous",
+        "registry",
+        "the model matches several backends; pass backend=",
+    ),
+    refusal(
+        "backend_undetected",
+        "registry",
+        "no backend recognises the model; pass backend=",
+    ),
+    refusal(
+        "backend_not_built",
+        "registry",
+        "the backend is registered but not built yet",
+    ),
+    refusal(
+        "backend_unknown",
+        "registry",
+        "no backend is registered under that name",
+    ),
+    refusal(
+        "capability_unsupported",
+        "registry",
+        "the backend's capability table says no",
+    ),
+    refusal(
+        "foreign_tensor_input",
+        "registry",
+        "the inputs hold arrays of another framework",
+    ),
+    refusal(
+        "framework_not_installed",
+        "registry",
+        "the backend's framework is not installed",
+    ),
+    refusal(
+        "option_unsupported",
+        "registry",
+        "the backend does not implement this capture option",
+    ),
+    refusal(
+        "option_value_invalid",
+        "registry",
+        "a capture option has a value outside its set",
+    ),
+    refusal(
+        "intervene_unsupported",
+        "torch",
+        "live edits are not built on torch yet",
+    ),
+    refusal(
+        "stop_after_unsupported",
+        "torch",
+        "early stopping is not built on torch yet",
+    ),
+    refusal(
+        "value_dependent_save_unsupported",
+        "torch",
+        "value-dependent save= is not built on torch yet",
+    ),
+    refusal(
+        "callback_effects",
+        "jax",
+        "the function has callback effects",
+    ),
+    refusal(
+        "nested_primitive_unsupported",
+        "jax",
+        "a nested-jaxpr primitive the importer cannot read",
+    ),
+    refusal(
+        "transformed_root_callable",
+        "jax",
+        "the root callable is jit/vmap/grad-transformed",
+    ),
+    refusal(
+        "mlx_compiled_attribute_not_logged",
+        "mlx",
+        "a compiled attribute ran outside the wrappers",
+    ),
+    refusal(
+        "mlx_transform_at_entry",
+        "mlx",
+        "mx.compile, mx.grad or mx.vmap wrap the entry",
+    ),
+    refusal(
+        "mixed_module_selector",
+        "mlx",
+        "tl.module mixed with another selector kind",
+    ),
+    refusal(
+        "paddle_in_place_mutation",
+        "paddle",
+        "an in-place mutation inside the forward",
+    ),
+    refusal(
+        "constant_unrealizable",
+        "preview",
+        "a constant has no readable buffer",
+    ),
+    refusal(
+        "followed_by_unsupported",
+        "preview",
+        "temporal selectors need a lookback window",
+    ),
+    refusal(
+        "rng_state_in_graph",
+        "preview",
+        "random numbers drawn inside the traced forward",
+    ),
+    refusal(
+        "save_grads_unsupported",
+        "preview",
+        "save_grads= needs true backward capture",
+    ),
+    refusal(
+        "streaming_unsupported",
+        "preview",
+        "streaming capture is torch-only",
+    ),
+    refusal(
+        "unwrapped_op_in_capture",
+        "preview",
+        "an output no wrapped operation produced",
+    ),
+    refusal(
+        "value_dependent_predicate",
+        "preview",
+        "a value-dependent predicate on a preview backend",
+    ),
+    refusal(
+        "tf_graph_only_grad",
+        "tf",
+        "derived gradients on a graph-only entry",
+    ),
+    refusal(
+        "tf_intervene_unreachable",
+        "tf",
+        "the selector matches ops the wrap layer never sees",
+    ),
+    refusal(
+        "tinygrad_assign",
+        "tinygrad",
+        "Tensor.assign or replace inside the capture",
+    ),
+    refusal(
+        "tinygrad_mid_capture_realize",
+        "tinygrad",
+        "Tensor.realize inside the capture",
+    ),
+    refusal(
+        "tinyjit_execution",
+        "tinygrad",
+        "TinyJit execution inside the capture",
+    ),
+];
+
+/// A validation reason: why a per-op replay decision came out as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidationReason {
+    pub code: &'static str,
+    pub meaning: &'static str,
+}
+
+const fn reason(code: &'static str, meaning: &'static str) -> ValidationReason {
+    ValidationReason { code, meaning }
+}
+
+/// Every validation reason.
+pub const VALIDATION_REASONS: &[ValidationReason] = &[
+    reason(
+        "constant_parent_payload",
+        "a constant's saved payload stands in for its producer",
+    ),
+    reason(
+        "constant_producer_leaf",
+        "a constant is read as a leaf, not replayed",
+    ),
+    reason("input_leaf", "a model input is a leaf"),
+    reason(
+        "loaded_trace_runtime_capture_stripped",
+        "a loaded trace lacks its runtime replay data",
+    ),
+    reason("nothing_replayed", "no op could be replayed"),
+    reason(
+        "no_perturbable_parent",
+        "no parent could be perturbed to show it matters",
+    ),
+    reason(
+        "nondeterministic_op",
+        "the op draws random numbers; replay would differ",
+    ),
+    reason(
+        "opaque_region",
+        "a region the importer could not replay per op",
+    ),
+    reason(
+        "output_mismatch",
+        "the model's output differs from a run with no wrapper",
+    ),
+    reason(
+        "parent_perturbation_inert",
+        "perturbing a parent did not change the op",
+    ),
+    reason(
+        "payload_not_saved",
+        "the op's or a parent's value was not saved",
+    ),
+    reason("replay_failed", "re-running the op raised"),
+    reason(
+        "replay_matched",
+        "the op, re-run from its parents' saved values, matched",
+    ),
+    reason(
+        "replay_mismatch",
+        "the op, re-run from its parents' saved values, differs",
+    ),
+];

@@ -1,0 +1,47 @@
+"""Validation status: the core folds per-op replay decisions into one status."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+FINAL_STATES = ("passed", "failed")
+
+
+class ValidationStatus:
+    """The outcome of replay validation. ``bool()`` is True for passed, False for failed, and
+    raises ``TypeError`` for the non-final states (``unverified``, ``unavailable``,
+    ``available``): branch on ``.state`` or ``.passed`` there."""
+
+    def __init__(self, status: dict, decisions: List[Tuple[int, str, str]], labels: List[str]) -> None:
+        self.state: str = status["state"]
+        self.reason: Optional[str] = status["reason"]
+        self.replayed: int = status["replayed"]
+        self.failed: int = status["failed"]
+        self.not_replayable: int = status["not_replayable"]
+        first = status["first_failed_op"]
+        self.first_failed_op: Optional[str] = labels[first] if first is not None else None
+        #: Per-op decisions: ``(label, outcome, reason)``.
+        self.decisions = [(labels[op], outcome, reason) for op, outcome, reason in decisions]
+
+    @property
+    def passed(self) -> bool:
+        return self.state == "passed"
+
+    def __bool__(self) -> bool:
+        if self.state not in FINAL_STATES:
+            raise TypeError(
+                f"validation is {self.state} ({self.reason}), neither passed nor failed; "
+                "branch on status.state or status.passed"
+            )
+        return self.state == "passed"
+
+    def __repr__(self) -> str:
+        where = f", first failure at {self.first_failed_op}" if self.first_failed_op else ""
+        return f"<ValidationStatus {self.state} ({self.reason}){where}>"
+
+
+def fold(decisions: List[Tuple[int, str, str]], labels: List[str], runtime_available: bool = True) -> Any:
+    """Folds ``(op, outcome, reason)`` decisions in the core."""
+    from ._core import core
+
+    return ValidationStatus(core().fold_validation(decisions, runtime_available), decisions, labels)

@@ -1,0 +1,233 @@
+"""The backend contract: closed refusal codes (each triggered by a test before any side effect,
+or owned by a backend not built yet), the fail-closed capability gate, routing, replay
+validation, and the generated capability matrix."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.modules.module as module_globals
+from models import battery
+
+import torchlens as tl
+from torchlens.backends import BackendSpec, FrameworkRequirement, gate, get_spec
+from torchlens.backends.contract import BackendProtocol
+from torchlens.errors import BackendCapabilityConformanceError, BackendUnsupportedError
+from torchlens.options import CaptureOptions
+
+BUILT_OWNERS = {"registry", "torch"}
+UNBUILT_OWNERS = {"jax", "tf", "mlx", "paddle", "tinygrad", "preview"}
+
+
+class CountingModel(torch.nn.Module):
+    """Counts forward calls, to show a refusal came before the model ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x)
+
+
+def nothing_installed(model, x) -> None:
+    assert not torch._C._is_torch_function_mode_enabled()
+    assert len(module_globals._global_forward_hooks) == 0
+    assert len(module_globals._global_forward_pre_hooks) == 0
+    for tensor in list(model.parameters()) + [x]:
+        assert not hasattr(tensor, "_torchlens_id")
+
+
+def _ambiguous():
+    twin = BackendSpec(
+        name="torch_twin",
+        aliases=(),
+        maturity="stable",
+        requirement=FrameworkRequirement("torch", "2.0", "3.0", "2.15.0", "torch"),
+        detect=lambda model, inputs: isinstance(model, torch.nn.Module),
+        load=lambda: get_spec("torch").protocol(),
+    )
+    tl.backends.register_backend(twin)
+    try:
+        model, x = CountingModel(), torch.randn(1, 3)
+        tl.trace(model, x)
+    finally:
+        tl.backends.unregister_backend("torch_twin")
+
+
+def _foreign():
+    model, x = CountingModel(), torch.randn(1, 3)
+    tl.trace(model, x, backend="tf")
+
+
+TRIGGERS = {
+    "intervene_unsupported": lambda model, x: tl.trace(model, x, intervene=object()),
+    "stop_after_unsupported": lambda model, x: tl.trace(model, x, stop_after=tl.func("linear")),
+    "value_dependent_save_unsupported": lambda model, x: tl.trace(model, x, save=tl.where(lambda op: True)),
+    "followed_by_unsupported": lambda model, x: tl.trace(
+        model, x, save=tl.followed_by(tl.func("linear"), tl.func("relu"))
+    ),
+    "capability_unsupported": lambda model, x: tl.trace(
+        model, x, capture=CaptureOptions(grad_options=object())
+    ),
+    "backend_unknown": lambda model, x: tl.trace(model, x, backend="caffe"),
+    "backend_undetected": lambda model, x: tl.trace(object(), x),
+    "backend_ambiguous": lambda model, x: _ambiguous(),
+    "foreign_tensor_input": lambda model, x: tl.trace(model, [x, _jax_array()], backend="torch"),
+    "framework_not_installed": lambda model, x: tl.trace(model, x, backend="paddle"),
+    "backend_not_built": lambda model, x: tl.trace(model, x, backend="not-built-installed"),
+    "option_value_invalid": lambda model, x: tl.trace(model, x, capture=CaptureOptions(jax_control_flow="?")),
+    "option_unsupported": lambda model, x: tl.trace(
+        model, x, capture=CaptureOptions(module_identity_mode="pytree_module")
+    ),
+}
+
+
+def _jax_array():
+    import jax.numpy as jnp
+
+    return jnp.ones((1, 3))
+
+
+@pytest.fixture
+def _registered_not_built_backend():
+    # A real, installed framework (numpy) behind a backend that is registered but not built.
+    spec = BackendSpec(
+        name="not-built-installed",
+        aliases=(),
+        maturity="planned",
+        requirement=FrameworkRequirement("numpy", "1.0", "3.0", "2.4.6", "numpy"),
+    )
+    tl.backends.register_backend(spec)
+    yield
+    tl.backends.unregister_backend("not-built-installed")
+
+
+@pytest.mark.usefixtures("_registered_not_built_backend")
+@pytest.mark.parametrize("code", sorted(TRIGGERS))
+def test_each_refusal_fires_before_side_effects(code):
+    model, x = CountingModel(), torch.randn(1, 3)
+    with pytest.raises(BackendUnsupportedError) as caught:
+        TRIGGERS[code](model, x)
+    assert caught.value.code == code
+    assert caught.value.remedy
+    assert code in tl.backends.REFUSAL_CODES
+    assert model.calls == 0
+    nothing_installed(model, x)
+
+
+def test_every_refusal_code_has_a_test_or_an_unbuilt_owner():
+    from torchlens.backends.contract import refusal_codes
+
+    for code, (owner, _meaning) in refusal_codes().items():
+        if owner in BUILT_OWNERS:
+            assert code in TRIGGERS, f"{code} (owner {owner}) has no test that triggers it"
+        else:
+            assert owner in UNBUILT_OWNERS, f"{code} has an unknown owner {owner!r}"
+
+
+def test_validation_reasons_are_a_closed_set():
+    reasons = tl.backends.VALIDATION_REASONS
+    for reason in (
+        "constant_producer_leaf",
+        "constant_parent_payload",
+        "loaded_trace_runtime_capture_stripped",
+    ):
+        assert reason in reasons
+
+
+def test_a_true_flag_without_implementation_fails_registration_and_the_gate():
+    spec = BackendSpec(
+        name="overclaiming",
+        aliases=(),
+        maturity="preview",
+        requirement=FrameworkRequirement("torch", "2.0", "3.0", "2.15.0", "torch"),
+        capabilities={"intervene": True},
+        capability_implementations={},
+    )
+    with pytest.raises(BackendCapabilityConformanceError):
+        tl.backends.register_backend(spec)
+    assert "overclaiming" not in tl.backends.names()
+    # Registration bypassed: the gate still refuses.
+    with pytest.raises(BackendCapabilityConformanceError):
+        gate(spec, "intervene")
+    # Fail-closed the other way: a False flag refuses with the capability's code.
+    with pytest.raises(BackendUnsupportedError) as caught:
+        gate(get_spec("torch"), "stop_after")
+    assert caught.value.code == "stop_after_unsupported"
+
+
+def test_routing():
+    model, x = CountingModel(), torch.randn(1, 3)
+    assert tl.backends.resolve(model, x, None).name == "torch"
+    assert tl.backends.resolve(lambda t: t * 2, x, None).name == "torch"
+    assert tl.backends.resolve(model, x, "pytorch").name == "torch"
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.backends.resolve(model, (x, _jax_array()), None)
+    assert caught.value.code == "foreign_tensor_input"
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(model, x, backend="tensorflow")
+    assert caught.value.code == "framework_not_installed"
+    assert "torchlens[tf]" in caught.value.remedy
+    # jax is installed here but its backend is not built yet: refused with that reason.
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(lambda value: value * 2, _jax_array())
+    assert caught.value.code in ("backend_not_built", "backend_undetected")
+
+
+def test_the_torch_protocol_has_every_part():
+    protocol = get_spec("torch").protocol()
+    assert isinstance(protocol, BackendProtocol)
+    model, x = CountingModel(), torch.randn(1, 3)
+    reference = protocol.reference_output(model, x)
+    assert torch.equal(reference, model(x))
+    copy = protocol.host_copy(reference)
+    assert torch.equal(copy, reference) and copy.data_ptr() != reference.data_ptr()
+    assert protocol.realize([reference])[0] is reference
+    assert set(protocol.refusal_codes) <= tl.backends.REFUSAL_CODES
+    assert protocol.requirement.extra == "torch"
+
+
+@pytest.mark.parametrize("name,model,x", battery(), ids=[entry[0] for entry in battery()])
+def test_a_clean_trace_of_each_battery_model_validates(name, model, x):
+    trace = tl.trace(model, x)
+    status = trace.validation_replay_status
+    assert status.state == "passed", (status, [d for d in status.decisions if d[1] != "passed"][:5])
+    assert trace.validate_forward_pass() is True
+    assert tl.validate(trace) is True
+
+
+def test_tampering_with_one_saved_value_fails_and_names_that_op():
+    name, model, x = battery()[1]
+    trace = tl.trace(model, x)
+    target = trace.select(tl.func("relu"))[0]
+    target.out.view(-1)[0] += 1.0
+    status = trace.validation_replay_status
+    assert status.state == "failed"
+    assert status.first_failed_op == target.label
+    assert trace.validate_forward_pass() is False
+
+
+def test_a_loaded_trace_reports_validation_unavailable(tmp_path):
+    name, model, x = battery()[0]
+    trace = tl.trace(model, x)
+    trace.save(str(tmp_path / "t.tlspec"))
+    status = tl.load(str(tmp_path / "t.tlspec")).validation_replay_status
+    assert status.state == "unavailable"
+    assert status.reason == "loaded_trace_runtime_capture_stripped"
+    with pytest.raises(TypeError):
+        bool(status)
+
+
+def test_the_capability_matrix_in_docs_matches_the_registry():
+    from torchlens.backends.matrix import render
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "backends.md")
+    with open(path, encoding="utf-8") as handle:
+        assert handle.read() == render(), (
+            "regenerate with: python -m torchlens.backends.matrix > docs/backends.md"
+        )

@@ -166,7 +166,18 @@ class TorchBackend:
             native_trace.keep_payloads([])
             capture.payloads = {}
         runtime = Runtime(model, args, kwargs, capture.replays)
-        return Trace(native_trace, capture.payloads, self, runtime=runtime)
+        trace = Trace(native_trace, capture.payloads, self, runtime=runtime)
+        if not trace.capture_verified:
+            import warnings
+
+            from torchlens.errors import CaptureUnverifiedWarning
+
+            warnings.warn(
+                f"the capture may be incomplete: {trace.capture_reason}",
+                CaptureUnverifiedWarning,
+                stacklevel=3,
+            )
+        return trace
 
     def validate(self, trace: Trace, outputs: Any = None) -> Any:
         from .replay import validate

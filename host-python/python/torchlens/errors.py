@@ -71,3 +71,7 @@ class SelectorMatchedNothingWarning(UserWarning):
 
 class BackendCapabilityConformanceError(TorchLensError):
     """A backend flags a capability True but binds no implementation for it."""
+
+
+class CaptureUnverifiedWarning(UserWarning):
+    """The capture may be incomplete; ``trace.capture_reason`` names why."""

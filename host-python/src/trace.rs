@@ -7,6 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use torchlens_host_runtime::{wit, ResourceAny};
 
+/// One payload's place in a `.tlspec`: `(op, slot, label, offset, length, dtype)`.
+type PlacementRow = (u32, u64, String, u64, u64, String);
+
 /// A trace inside the core.
 #[pyclass(unsendable, module = "torchlens._native")]
 pub struct Trace {
@@ -164,11 +167,7 @@ impl Trace {
         &self,
         py: Python<'py>,
         manifest: &Bound<'py, PyAny>,
-    ) -> PyResult<(
-        Bound<'py, PyBytes>,
-        Vec<(u32, u64, String, u64, u64, String)>,
-        u64,
-    )> {
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<PlacementRow>, u64)> {
         let manifest = convert::manifest(manifest)?;
         let handle = self.handle;
         let layout = self

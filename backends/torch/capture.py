@@ -49,6 +49,13 @@ class _RecordingMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
+        capture = self.capture
+        if (
+            capture.undecided
+            and args
+            and (is_in_place(func_name(func)) or "out" in kwargs or kwargs.get("inplace") is True)
+        ):
+            capture.protect(kwargs.get("out", args[0]))
         out = func(*args, **kwargs)
         self.capture.record(func, args, kwargs, out)
         return out
@@ -89,6 +96,8 @@ class Capture:
         self.producer_op: Dict[int, int] = {}
         #: Tensor ids of parameters (replay reads the live parameter).
         self.param_tensors: Dict[int, torch.Tensor] = {}
+        #: Values held without a copy until the live plan decides on them (slot → tensor).
+        self.undecided: Dict[int, torch.Tensor] = {}
         #: Op id → (func, args template, kwargs template, output index): what replay re-runs.
         self.replays: Dict[int, tuple] = {}
 
@@ -121,8 +130,24 @@ class Capture:
     def _keep(self, tensor_id: int, tensor: torch.Tensor) -> Optional[int]:
         if not self.save_all and not self.live_plan:
             return None
+        if self.live_plan:
+            # Undecided: hold the value itself and copy it only if the plan selects it (or
+            # before an in-place op could change it), so unselected values cost no copy.
+            self.undecided[tensor_id] = tensor.detach()
+            return tensor_id
         self.payloads[tensor_id] = tensor.detach().clone()
         return tensor_id
+
+    def protect(self, target: Any) -> None:
+        """Copies every undecided value that shares storage with ``target`` before an in-place
+        op writes into it."""
+        if not self.undecided or not isinstance(target, torch.Tensor):
+            return
+        storage = target.untyped_storage().data_ptr()
+        for slot, value in list(self.undecided.items()):
+            if value.untyped_storage().data_ptr() == storage:
+                self.payloads[slot] = value.clone()
+                del self.undecided[slot]
 
     def _id_of(self, tensor: torch.Tensor) -> int:
         tensor_id = getattr(tensor, ID_ATTRIBUTE, None)
@@ -315,7 +340,8 @@ class Capture:
         while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_FOLDERS):
             frame = frame.f_back
         source = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-        self.session.op(name, parents, outputs, is_in_place(name), [], source)
+        in_place = is_in_place(name) or kwargs.get("inplace") is True
+        self.session.op(name, parents, outputs, in_place, [], source)
         if self.live_plan:
             self.ops_since_flush += 1
             if self.ops_since_flush >= _FLUSH_EVERY:
@@ -335,8 +361,11 @@ class Capture:
             slot = self.op_slots[op] if op < len(self.op_slots) else None
             if slot is None:
                 continue
+            held = self.undecided.pop(slot, None)
             if selected:
                 self.selected.add(op)
+                if held is not None:
+                    self.payloads[slot] = held.clone()
             elif slot not in self.constant_slots:
                 self.payloads.pop(slot, None)
 

@@ -251,3 +251,30 @@ def test_literal_producers_keyword_inputs_and_tuple_outputs():
     assert [op._info["name"] for op in outputs] == ["output.0", "output.1"]
     expected = model(x, bias, gate=gate)
     assert torch.equal(outputs[0].out, expected[0]) and torch.equal(outputs[1].out, expected[1])
+
+
+def test_a_narrow_save_keeps_values_from_before_later_in_place_ops():
+    from models import InPlace
+
+    model, x = InPlace().eval(), torch.randn(2, 4)
+    trace = tl.trace(model, x, save=tl.func("linear") | tl.func("add_"))
+    assert [op.func_name for op in trace.saved_ops] == ["linear", "add_"]
+    expected = model.fc(x)
+    assert torch.allclose(trace.saved_ops[0].out, expected)
+    assert torch.allclose(trace.saved_ops[1].out, expected + 1)
+
+
+def test_a_narrow_save_is_not_fooled_by_inplace_keyword_ops():
+    class InplaceRelu(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.act = torch.nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            return self.act(self.fc(x))
+
+    model, x = InplaceRelu().eval(), torch.randn(8, 4)
+    trace = tl.trace(model, x, save=tl.func("linear"))
+    assert torch.allclose(trace.saved_ops[0].out, model.fc(x))
+    assert trace.select(tl.func("relu"))[0].in_place

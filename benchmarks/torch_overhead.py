@@ -63,6 +63,15 @@ class SmallTransformer(nn.Module):
         return self.head(x)
 
 
+class Chain(nn.Module):
+    """Five hundred small steps (1000 ops): per-op cost without the fixed cost of a trace."""
+
+    def forward(self, x):
+        for _ in range(500):
+            x = torch.relu(x) + 1
+        return x
+
+
 def models():
     import torchvision
 
@@ -72,6 +81,7 @@ def models():
         ("small_cnn", SmallCnn().eval(), torch.randn(8, 3, 32, 32)),
         ("resnet18", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 224, 224)),
         ("small_transformer", SmallTransformer().eval(), torch.randint(0, 1000, (2, 32))),
+        ("chain_1000_ops", Chain(), torch.randn(4)),
     ]
 
 

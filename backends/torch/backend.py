@@ -14,6 +14,28 @@ from .capture import Capture, _RecordingMode
 from .dtypes import BY_NAME
 
 
+class _VersionGuard:
+    """Saved values are the model's own tensors unless an in-place op inside the forward forced
+    a copy. A tensor's version counter moves on every in-place change, so a value changed
+    after the capture is refused instead of served as what the model computed."""
+
+    __slots__ = ("versions",)
+
+    def __init__(self, versions: dict) -> None:
+        self.versions = versions
+
+    def __call__(self, slot: int, value: torch.Tensor) -> None:
+        expected = self.versions.get(slot)
+        if expected is not None and value._version != expected:
+            from torchlens.errors import PayloadModifiedError
+
+            raise PayloadModifiedError(
+                "this saved value was modified in place after the capture",
+                "payload_modified_after_capture",
+                "clone tensors returned by the model before changing them in place, or trace again",
+            )
+
+
 class Runtime:
     """Runtime-only replay data of a live trace (never saved to a file)."""
 
@@ -166,7 +188,13 @@ class TorchBackend:
             native_trace.keep_payloads([])
             capture.payloads = {}
         runtime = Runtime(model, args, kwargs, capture.replays)
-        trace = Trace(native_trace, capture.payloads, self, runtime=runtime)
+        trace = Trace(
+            native_trace,
+            capture.payloads,
+            self,
+            runtime=runtime,
+            payload_guard=_VersionGuard(capture.versions),
+        )
         if not trace.capture_verified:
             import warnings
 

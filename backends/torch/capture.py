@@ -51,7 +51,7 @@ class _RecordingMode(TorchFunctionMode):
             kwargs = {}
         capture = self.capture
         if (
-            capture.undecided
+            capture.shared
             and args
             and (is_in_place(func_name(func)) or "out" in kwargs or kwargs.get("inplace") is True)
         ):
@@ -96,8 +96,11 @@ class Capture:
         self.producer_op: Dict[int, int] = {}
         #: Tensor ids of parameters (replay reads the live parameter).
         self.param_tensors: Dict[int, torch.Tensor] = {}
-        #: Values held without a copy until the live plan decides on them (slot → tensor).
-        self.undecided: Dict[int, torch.Tensor] = {}
+        #: Slots whose payload is the model's own tensor (no copy), by storage address, so an
+        #: in-place op can copy them first.
+        self.shared: Dict[int, List[int]] = {}
+        #: Version counter of each uncopied payload when it was captured.
+        self.versions: Dict[int, int] = {}
         #: Op id → (func, args template, kwargs template, output index): what replay re-runs.
         self.replays: Dict[int, tuple] = {}
 
@@ -128,26 +131,25 @@ class Capture:
         return self._tag(tensor)
 
     def _keep(self, tensor_id: int, tensor: torch.Tensor) -> Optional[int]:
+        """Keeps a value without copying it: the model's tensor itself is the payload until an
+        in-place op is about to change it (then ``protect`` copies it first). Its version
+        counter is recorded, so a change made after the capture is detected, never served."""
         if not self.save_all and not self.live_plan:
             return None
-        if self.live_plan:
-            # Undecided: hold the value itself and copy it only if the plan selects it (or
-            # before an in-place op could change it), so unselected values cost no copy.
-            self.undecided[tensor_id] = tensor.detach()
-            return tensor_id
-        self.payloads[tensor_id] = tensor.detach().clone()
+        value = tensor.detach()
+        self.payloads[tensor_id] = value
+        self.versions[tensor_id] = value._version
+        self.shared.setdefault(value.untyped_storage().data_ptr(), []).append(tensor_id)
         return tensor_id
 
     def protect(self, target: Any) -> None:
-        """Copies every undecided value that shares storage with ``target`` before an in-place
-        op writes into it."""
-        if not self.undecided or not isinstance(target, torch.Tensor):
+        """Copies every uncopied payload that shares storage with ``target`` before an
+        in-place op writes into it."""
+        if not self.shared or not isinstance(target, torch.Tensor):
             return
-        storage = target.untyped_storage().data_ptr()
-        for slot, value in list(self.undecided.items()):
-            if value.untyped_storage().data_ptr() == storage:
-                self.payloads[slot] = value.clone()
-                del self.undecided[slot]
+        for slot in self.shared.pop(target.untyped_storage().data_ptr(), ()):
+            if self.versions.pop(slot, None) is not None and slot in self.payloads:
+                self.payloads[slot] = self.payloads[slot].clone()
 
     def _id_of(self, tensor: torch.Tensor) -> int:
         tensor_id = getattr(tensor, ID_ATTRIBUTE, None)
@@ -361,13 +363,11 @@ class Capture:
             slot = self.op_slots[op] if op < len(self.op_slots) else None
             if slot is None:
                 continue
-            held = self.undecided.pop(slot, None)
             if selected:
                 self.selected.add(op)
-                if held is not None:
-                    self.payloads[slot] = held.clone()
             elif slot not in self.constant_slots:
                 self.payloads.pop(slot, None)
+                self.versions.pop(slot, None)
 
     # ---- cleanup -----------------------------------------------------------------------------
 

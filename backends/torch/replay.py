@@ -140,9 +140,18 @@ def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> Valida
     runtime = trace._runtime
     if runtime is None:
         return fold([], labels, runtime_available=False)
+    from torchlens.errors import PayloadModifiedError
+
     ops = trace.ops
-    values = {op.index: op.out for op in ops if op.saved}
+    values = {}
     decisions: List[Tuple[int, str, str]] = []
+    for op in ops:
+        if not op.saved:
+            continue
+        try:
+            values[op.index] = op.out
+        except PayloadModifiedError:
+            decisions.append((op.index, "failed", "payload_modified_after_capture"))
     generator = torch.Generator().manual_seed(0)
 
     # 1. The model's own output, with nothing installed.
@@ -153,7 +162,9 @@ def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> Valida
             result = runtime.model(*runtime.args, **runtime.kwargs)
             expected = [result] if isinstance(result, torch.Tensor) else _tensors(result)
     for op, value in zip(trace.outputs, expected):
-        if op.out is None or not _same(op.out, value):
+        parent = op._info["parents"][0][0] if op._info["parents"] else None
+        recorded = values.get(parent)
+        if recorded is None or not _same(recorded, value):
             decisions.append((op.index, "failed", "output_mismatch"))
         else:
             decisions.append((op.index, "leaf", "replay_matched"))

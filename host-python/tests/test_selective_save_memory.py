@@ -25,7 +25,7 @@ class Deep(torch.nn.Module):
         self.layers = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(8))
 
     def forward(self, x):
-        for _ in range(25):
+        for _ in range(50):
             for layer in self.layers:
                 x = torch.relu(layer(x))
         return x
@@ -50,7 +50,7 @@ def peak_growth(save: str) -> tuple:
 def test_a_narrow_save_lowers_peak_memory():
     saved_all, growth_all = peak_growth("None")
     saved_one, growth_one = peak_growth('tl.label("relu_1_3:2")')
-    assert saved_all > 400
+    assert saved_all > 800
     assert saved_one == 1
     # 800 activations of 256 KiB kept in full (~200 MiB) against a window of recent ones.
     assert growth_all > 150 * 2**20, growth_all

@@ -278,3 +278,20 @@ def test_a_narrow_save_is_not_fooled_by_inplace_keyword_ops():
     trace = tl.trace(model, x, save=tl.func("linear"))
     assert torch.allclose(trace.saved_ops[0].out, model.fc(x))
     assert trace.select(tl.func("relu"))[0].in_place
+
+
+def test_a_saved_value_changed_after_the_capture_is_refused_not_served(tmp_path):
+    model, x = BATTERY[0][1], BATTERY[0][2]
+    trace = tl.trace(model, x)
+    before = trace.outputs[0].out.clone()
+    returned = trace.outputs[0].out  # the model's own tensor: kept without a copy
+    returned.add_(1.0)  # the caller changes what the model returned
+    with pytest.raises(tl.errors.PayloadModifiedError) as caught:
+        _ = trace.outputs[0].out
+    assert caught.value.code == "payload_modified_after_capture"
+    with pytest.raises(tl.errors.PayloadModifiedError):
+        trace.save(str(tmp_path / "t.tlspec"))
+    returned.sub_(1.0)
+    # Values other ops computed are untouched.
+    assert torch.equal(trace["relu_1_3"].out, torch.relu(trace["linear_1_2"].out))
+    assert before.shape == returned.shape

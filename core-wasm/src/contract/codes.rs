@@ -226,6 +226,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
         "perturbing a parent did not change the op",
     ),
     reason(
+        "payload_modified_after_capture",
+        "a saved value was changed in place after the capture",
+    ),
+    reason(
         "payload_not_saved",
         "the op's or a parent's value was not saved",
     ),

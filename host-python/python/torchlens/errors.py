@@ -75,3 +75,7 @@ class BackendCapabilityConformanceError(TorchLensError):
 
 class CaptureUnverifiedWarning(UserWarning):
     """The capture may be incomplete; ``trace.capture_reason`` names why."""
+
+
+class PayloadModifiedError(TorchLensError):
+    """A saved value that is the model's own tensor was modified in place after the capture."""

@@ -36,7 +36,7 @@ def save(trace: Trace, path: str) -> None:
         with os.fdopen(handle, "wb") as out:
             out.write(prefix)
             for _op, slot, label, offset, length, _dtype in placements:
-                data = backend.payload_bytes(trace._payloads[slot])
+                data = backend.payload_bytes(trace._payload(slot))
                 if len(data) != length or out.tell() != offset:
                     raise TlspecFormatError(
                         f"payload {label} has {len(data)} bytes, the layout expects {length} at {offset}",

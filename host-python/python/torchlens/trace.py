@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from .errors import NotFoundError, SelectorMatchedNothingWarning
 from .selectors import Selector, as_selector
@@ -162,7 +162,7 @@ class Op:
             if self.kind == "output" and self._info["parents"]:
                 return self.parents[0].out
             return None
-        return self._trace._payloads.get(slot)
+        return self._trace._payload(slot)
 
     def __repr__(self) -> str:
         return f"<Op {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>"
@@ -260,8 +260,11 @@ class Trace:
         backend: Any,
         manifest: Optional[dict] = None,
         runtime: Any = None,
+        payload_guard: Optional[Callable[[int, Any], None]] = None,
     ) -> None:
         self._native = native
+        #: Raises when a payload that is the model's own array was changed after capture.
+        self._payload_guard = payload_guard
         #: Runtime-only replay data (None for a loaded trace).
         self._runtime = runtime
         self._payloads = payloads
@@ -378,6 +381,13 @@ class Trace:
 
     def _index(self, op: Union[int, str]) -> int:
         return op if isinstance(op, int) else self[op].index
+
+    def _payload(self, slot: int) -> Any:
+        """The value in a payload slot (None if not kept), checked by the backend's guard."""
+        value = self._payloads.get(slot)
+        if value is not None and self._payload_guard is not None:
+            self._payload_guard(slot, value)
+        return value
 
     # ---- validation --------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 import torch
-import torch.nn.modules.module as module_globals
+from cleanup_checks import nothing_installed
 from models import battery
 
 import torchlens as tl
@@ -32,14 +32,6 @@ class CountingModel(torch.nn.Module):
     def forward(self, x):
         self.calls += 1
         return self.fc(x)
-
-
-def nothing_installed(model, x) -> None:
-    assert not torch._C._is_torch_function_mode_enabled()
-    assert len(module_globals._global_forward_hooks) == 0
-    assert len(module_globals._global_forward_pre_hooks) == 0
-    for tensor in list(model.parameters()) + [x]:
-        assert not hasattr(tensor, "_torchlens_id")
 
 
 def _ambiguous():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cleanup_checks import nothing_installed
 from models import DictModel, Loop, Raises, SharedModule, battery
 from torch.overrides import TorchFunctionMode
 
@@ -183,16 +184,6 @@ class SmallCnnTrain(torch.nn.Module):
 
     def forward(self, x, scale=1.0):
         return self.bn(self.conv(x)) * scale
-
-
-def nothing_installed(model, x) -> None:
-    import torch.nn.modules.module as module_globals
-
-    assert not torch._C._is_torch_function_mode_enabled()
-    assert len(module_globals._global_forward_hooks) == 0
-    assert len(module_globals._global_forward_pre_hooks) == 0
-    for tensor in list(model.parameters()) + [x]:
-        assert not hasattr(tensor, "_torchlens_id")
 
 
 def test_an_exception_inside_forward_leaves_nothing_installed():

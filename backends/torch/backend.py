@@ -10,7 +10,7 @@ from torchlens.options import CaptureOptions
 from torchlens.selectors import Selector, as_selector
 from torchlens.trace import Trace, warn_matched_nothing
 
-from .capture import Capture, _RecordingMode
+from .capture import ID_ATTRIBUTE, Capture, _flatten, _RecordingMode
 from .dtypes import BY_NAME
 
 
@@ -147,8 +147,6 @@ class TorchBackend:
                 output = model(*args, **kwargs)
             if not isinstance(model, torch.nn.Module):
                 pending = []
-                from .capture import ID_ATTRIBUTE, _flatten
-
                 _flatten(output, "", pending)
                 session.exit(0, [getattr(t, ID_ATTRIBUTE) for _, t in pending if hasattr(t, ID_ATTRIBUTE)])
         except BaseException:
@@ -166,8 +164,6 @@ class TorchBackend:
             capture.apply(decisions)
         finally:
             capture.untag()
-            from .capture import ID_ATTRIBUTE, _flatten
-
             returned = []
             _flatten(output, "", returned)
             for _, tensor in returned:

@@ -35,13 +35,6 @@ pub struct Core {
     runtime: Rc<CoreRuntime>,
 }
 
-impl Core {
-    /// A fresh instance when the current one trapped (its state is gone with it).
-    fn live_instance(&self) -> PyResult<SharedInstance> {
-        Ok(self.instance.clone())
-    }
-}
-
 #[pymethods]
 impl Core {
     /// The core component's version.
@@ -69,7 +62,7 @@ impl Core {
             recurrence_detection,
             compute_input_output_distances,
         };
-        let instance = self.live_instance()?;
+        let instance = self.instance.clone();
         let handle = instance
             .borrow_mut()
             .start_session(options, plan.as_ref())
@@ -256,17 +249,23 @@ thread_local! {
 #[pyfunction]
 pub fn core(py: Python<'_>) -> PyResult<Core> {
     let existing = CORE.with(|cell| cell.borrow().clone());
-    if let Some((instance, runtime)) = existing {
-        return Ok(Core { instance, runtime });
-    }
-    let runtime = CoreRuntime::from_component_bytes_cached(
-        COMPONENT,
-        cache_dir().as_deref(),
-        SandboxLimits::trusted(),
-    )
-    .py_result(py)?;
+    let runtime = match existing {
+        // A trapped instance is dead with all its state; the next caller gets a fresh one
+        // (traces made on the dead one report `core_instance_dead`).
+        Some((instance, runtime)) if !instance.borrow().is_dead() => {
+            return Ok(Core { instance, runtime });
+        }
+        Some((_, runtime)) => runtime,
+        None => Rc::new(
+            CoreRuntime::from_component_bytes_cached(
+                COMPONENT,
+                cache_dir().as_deref(),
+                SandboxLimits::trusted(),
+            )
+            .py_result(py)?,
+        ),
+    };
     let instance = Rc::new(RefCell::new(runtime.instantiate().py_result(py)?));
-    let runtime = Rc::new(runtime);
     CORE.with(|cell| *cell.borrow_mut() = Some((instance.clone(), runtime.clone())));
     Ok(Core { instance, runtime })
 }

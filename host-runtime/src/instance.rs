@@ -134,6 +134,11 @@ impl CoreInstance {
         })
     }
 
+    /// Whether a trap ended this instance (every later call answers `core_instance_dead`).
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
     /// The core's version.
     pub fn version(&mut self) -> Result<String, HostError> {
         self.call_infallible(|core, store| core.call_version(store))

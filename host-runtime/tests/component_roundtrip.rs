@@ -244,6 +244,7 @@ fn the_memory_cap_stops_the_component_and_a_new_instance_recovers() {
         Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_memory_exhausted"),
         other => panic!("expected the memory cap to stop the call, got {other:?}"),
     }
+    assert!(core.is_dead());
     assert_eq!(core.version(), Err(HostError::Dead));
     let mut fresh = runtime.instantiate().unwrap();
     assert_eq!(fresh.version().unwrap(), env!("CARGO_PKG_VERSION"));

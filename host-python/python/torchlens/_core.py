@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-_CORE: Any = None
-
 
 def core() -> Any:
     """The process's core: the compiled component running under wasmtime."""
-    global _CORE
-    if _CORE is None:
-        from . import _native
+    from . import _native
 
-        _CORE = _native.core()
-    return _CORE
+    # The extension hands back the same instance each time, or a fresh one after a trap.
+    return _native.core()
 
 
 def versions() -> dict:

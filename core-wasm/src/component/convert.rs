@@ -65,6 +65,47 @@ pub fn selector(value: wit::Selector) -> Selector {
     }
 }
 
+/// The WIT form of a core selector (for `parse-selector`).
+pub fn selector_to_wit(value: Selector) -> wit::Selector {
+    let nodes = value
+        .nodes
+        .into_iter()
+        .map(|node| match node {
+            SelectorNode::Func(name) => wit::SelectorNode::Func(name),
+            SelectorNode::Label(label) => wit::SelectorNode::Label(label),
+            SelectorNode::LabelContains(text) => wit::SelectorNode::LabelContains(text),
+            SelectorNode::Module(address) => wit::SelectorNode::Module(address),
+            SelectorNode::InModule(address) => wit::SelectorNode::InModule(address),
+            SelectorNode::And(parts) => wit::SelectorNode::And(parts),
+            SelectorNode::Or(parts) => wit::SelectorNode::Or(parts),
+            SelectorNode::Not(inner) => wit::SelectorNode::Not(inner),
+            SelectorNode::FollowedBy {
+                first,
+                then,
+                within,
+            } => wit::SelectorNode::FollowedBy(wit::Temporal {
+                first,
+                other: then,
+                within,
+            }),
+            SelectorNode::PrecededBy {
+                first,
+                before,
+                within,
+            } => wit::SelectorNode::PrecededBy(wit::Temporal {
+                first,
+                other: before,
+                within,
+            }),
+            SelectorNode::Where(predicate) => wit::SelectorNode::Where(predicate),
+        })
+        .collect();
+    wit::Selector {
+        nodes,
+        root: value.root,
+    }
+}
+
 pub fn where_results(values: Vec<wit::WhereResult>) -> Vec<WhereResult> {
     values
         .into_iter()

@@ -13,7 +13,7 @@ use crate::model::Trace as CoreTrace;
 use crate::selectors::{self, CapturePlan};
 use convert::{
     core_error, decisions, graph_layout, header_info, layout_view, manifest, module_infos, op_info,
-    options, param_infos, selector, summary_rows, trace_info, where_results,
+    options, param_infos, selector, selector_to_wit, summary_rows, trace_info, where_results,
 };
 use exports::torchlens::core::core::{
     CaptureSession, Guest, GuestCaptureSession, GuestTrace, Trace,
@@ -209,6 +209,12 @@ impl Guest for Component {
             selectors::SelectorClass::Temporal => wit::SelectorClass::Temporal,
             selectors::SelectorClass::ValueDependent => wit::SelectorClass::ValueDependent,
         })
+    }
+
+    fn parse_selector(expression: String) -> Result<wit::Selector, wit::CoreError> {
+        selectors::parse_expression(&expression)
+            .map(selector_to_wit)
+            .map_err(core_error)
     }
 
     fn fold_validation(

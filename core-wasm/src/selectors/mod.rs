@@ -8,10 +8,12 @@
 //! - value-dependent (`where`, callables): need the op's value, which only the host has.
 
 mod evaluate;
+mod expression;
 mod plan;
 mod truth;
 
 pub use evaluate::{evaluate, WhereResult};
+pub use expression::{parse_expression, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_DEPTH};
 pub use plan::{CapturePlan, Decision};
 
 use crate::error::{CoreError, CoreResult, ErrorKind};

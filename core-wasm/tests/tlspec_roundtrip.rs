@@ -311,3 +311,68 @@ fn scalar_and_zero_size_payloads_round_trip() {
     assert_eq!(header.payloads.len(), 4);
     safetensors::SafeTensors::deserialize(&file).expect("valid safetensors");
 }
+
+#[test]
+fn payload_checksums_round_trip_and_cover_every_payload() {
+    let steps = [
+        Step {
+            dtype: "float32",
+            shape: vec![2],
+            payload: true,
+        },
+        Step {
+            dtype: "int64",
+            shape: vec![3],
+            payload: true,
+        },
+    ];
+    let trace = chain_trace(&steps, false);
+    let labels: Vec<String> = trace
+        .ops
+        .iter()
+        .filter(|op| op.payload.is_some())
+        .map(|op| op.label.clone())
+        .collect();
+    let with_checksums = Manifest {
+        payload_checksums: labels
+            .iter()
+            .enumerate()
+            .map(|(index, label)| (label.clone(), 0xdead_0000 + index as u32))
+            .collect(),
+        ..manifest()
+    };
+    let payloads = payloads_for(&trace);
+    let file = tlspec::encode_with_payloads(&trace, &with_checksums, |slot| {
+        payloads.get(&slot).map(Vec::as_slice)
+    })
+    .expect("encodes");
+    let (header, _) = tlspec::decode_file(&file).expect("decodes");
+    let mut expected = with_checksums.payload_checksums.clone();
+    expected.sort();
+    assert_eq!(header.manifest.payload_checksums, expected);
+
+    let missing_one = Manifest {
+        payload_checksums: with_checksums.payload_checksums[..1].to_vec(),
+        ..manifest()
+    };
+    let error = tlspec::encode_layout(&trace, &missing_one).unwrap_err();
+    assert_eq!(error.code, "tlspec_checksums_incomplete");
+    let stranger = Manifest {
+        payload_checksums: vec![(labels[0].clone(), 1), ("not_an_op_9_9".to_string(), 2)],
+        ..manifest()
+    };
+    let error = tlspec::encode_layout(&trace, &stranger).unwrap_err();
+    assert_eq!(error.code, "tlspec_checksums_incomplete");
+
+    // A file whose checksum table names a tensor it does not hold (same length, so the
+    // header length prefix still holds).
+    let quoted = format!("\\\"{}\\\"", labels[0]).into_bytes();
+    let at = file
+        .windows(quoted.len())
+        .position(|window| window == quoted.as_slice())
+        .expect("the checksum table is in the header");
+    let mut forged = file.clone();
+    forged[at + 2..at + quoted.len() - 2].fill(b'q');
+    let error = tlspec::decode_file(&forged).unwrap_err();
+    assert_eq!(error.code, "tlspec_payload_mismatch");
+}

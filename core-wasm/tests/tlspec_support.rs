@@ -96,6 +96,7 @@ pub fn manifest() -> Manifest {
         save_level: "full".to_string(),
         created_at: "2025-01-01T00:00:00Z".to_string(),
         codec_metadata: "{\"sharding\":null}".to_string(),
+        payload_checksums: Vec::new(),
         extra: vec![("note".to_string(), "test".to_string())],
     }
 }

@@ -188,6 +188,7 @@ fn manifest_dict<'py>(py: Python<'py>, manifest: &wit::Manifest) -> PyResult<Bou
     dict.set_item("save_level", &manifest.save_level)?;
     dict.set_item("created_at", &manifest.created_at)?;
     dict.set_item("codec_metadata", &manifest.codec_metadata)?;
+    dict.set_item("payload_checksums", &manifest.payload_checksums)?;
     dict.set_item("extra", &manifest.extra)?;
     Ok(dict)
 }
@@ -204,6 +205,10 @@ pub fn manifest(value: &Bound<'_, PyAny>) -> PyResult<wit::Manifest> {
         Ok(item) if !item.is_none() => item.extract()?,
         _ => Vec::new(),
     };
+    let payload_checksums: Vec<(String, u32)> = match value.get_item("payload_checksums") {
+        Ok(item) if !item.is_none() => item.extract()?,
+        _ => Vec::new(),
+    };
     Ok(wit::Manifest {
         backend: text("backend")?,
         backend_runtime: text("backend_runtime")?,
@@ -212,6 +217,7 @@ pub fn manifest(value: &Bound<'_, PyAny>) -> PyResult<wit::Manifest> {
         save_level: text("save_level")?,
         created_at: text("created_at")?,
         codec_metadata: text("codec_metadata")?,
+        payload_checksums,
         extra,
     })
 }

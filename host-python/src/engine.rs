@@ -10,23 +10,11 @@ use pyo3::types::PyBytes;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
+use torchlens_host_runtime::embedded::{default_cache_dir, EMBEDDED_COMPONENT};
 use torchlens_host_runtime::{CoreInstance, CoreRuntime, SandboxLimits};
-
-/// The component bytes, embedded at build time (see `build.rs`).
-static COMPONENT: &[u8] = include_bytes!(env!("TORCHLENS_COMPONENT_PATH"));
 
 /// A shared handle on the one instance; traces and sessions keep it alive.
 pub type SharedInstance = Rc<RefCell<CoreInstance>>;
-
-fn cache_dir() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TORCHLENS_CACHE_DIR") {
-        return Some(PathBuf::from(path));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
-    Some(base.join("torchlens"))
-}
 
 /// The core component running in this process.
 #[pyclass(unsendable, module = "torchlens._native")]
@@ -45,7 +33,7 @@ impl Core {
     /// Size of the embedded component in bytes.
     #[staticmethod]
     fn component_size() -> usize {
-        COMPONENT.len()
+        EMBEDDED_COMPONENT.len()
     }
 
     /// Starts a capture session. `plan` is a selector arena (see `convert::selector`).
@@ -258,8 +246,8 @@ pub fn core(py: Python<'_>) -> PyResult<Core> {
         Some((_, runtime)) => runtime,
         None => Rc::new(
             CoreRuntime::from_component_bytes_cached(
-                COMPONENT,
-                cache_dir().as_deref(),
+                EMBEDDED_COMPONENT,
+                default_cache_dir().as_deref(),
                 SandboxLimits::trusted(),
             )
             .py_result(py)?,

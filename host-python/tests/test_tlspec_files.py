@@ -80,6 +80,22 @@ def test_the_file_opens_with_the_safetensors_package(tmp_path):
         assert "__torchlens_body__" in handle.keys()
 
 
+def test_every_payload_carries_a_crc32_of_its_bytes(tmp_path):
+    import zlib
+
+    from safetensors import safe_open
+
+    trace = tl.trace(SmallCnn().eval(), torch.randn(1, 3, 8, 8))
+    path = tmp_path / "cnn.tlspec"
+    trace.save(str(path))
+    with safe_open(str(path), framework="pt") as handle:
+        checksums = json.loads(handle.metadata()["payload_crc32"])
+        payload_labels = set(handle.keys()) - {"__torchlens_body__"}
+        assert set(checksums) == payload_labels and payload_labels
+        for label, crc in checksums.items():
+            assert zlib.crc32(bits(handle.get_tensor(label))) == crc, label
+
+
 def test_a_selective_save_keeps_only_the_selected_values(tmp_path):
     trace = tl.trace(Mlp().eval(), torch.randn(2, 8), save=tl.func("relu"))
     assert [op.label for op in trace.saved_ops] == ["relu_1_3"]

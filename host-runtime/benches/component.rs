@@ -72,6 +72,7 @@ fn benchmarks(criterion: &mut Criterion) {
         save_level: String::new(),
         created_at: String::new(),
         codec_metadata: String::new(),
+        payload_checksums: Vec::new(),
         extra: Vec::new(),
     };
     group.bench_function("encode_1m_op_body", |bench| {

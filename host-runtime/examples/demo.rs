@@ -65,6 +65,7 @@ fn run(out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
         save_level: "all".into(),
         created_at: "demo".into(),
         codec_metadata: "{}".into(),
+        payload_checksums: Vec::new(),
         extra: Vec::new(),
     };
     let layout = core.encode(trace, &manifest)?;

@@ -2,8 +2,9 @@
 
 use crate::bindings::exports::torchlens::core::core::Guest;
 use crate::bindings::{TorchlensCore, TorchlensCorePre};
-use crate::sandbox::{SandboxLimits, StoreState};
+use crate::sandbox::{EpochTicker, SandboxLimits, StoreState};
 use crate::wit;
+use std::sync::Arc;
 use thiserror::Error;
 use wasmtime::component::ResourceAny;
 use wasmtime::{Engine, Store, Trap};
@@ -84,6 +85,8 @@ pub struct CoreInstance {
     bindings: TorchlensCore,
     limits: SandboxLimits,
     dead: bool,
+    /// Keeps the epoch advancing while this instance lives (deadline limits only).
+    _ticker: Option<Arc<EpochTicker>>,
 }
 
 impl CoreInstance {
@@ -91,11 +94,15 @@ impl CoreInstance {
         engine: &Engine,
         pre: &TorchlensCorePre<StoreState>,
         limits: SandboxLimits,
+        ticker: Option<Arc<EpochTicker>>,
     ) -> Result<Self, HostError> {
         let mut store = Store::new(engine, StoreState::new(&limits));
         store.limiter(|state| &mut state.limits);
         if let Some(fuel) = limits.fuel_per_call {
             store.set_fuel(fuel).map_err(trap_error)?;
+        }
+        if let Some(ticks) = limits.deadline_ticks() {
+            store.set_epoch_deadline(ticks);
         }
         let bindings = pre.instantiate(&mut store).map_err(trap_error)?;
         Ok(Self {
@@ -103,6 +110,7 @@ impl CoreInstance {
             bindings,
             limits,
             dead: false,
+            _ticker: ticker,
         })
     }
 
@@ -126,6 +134,9 @@ impl CoreInstance {
         }
         if let Some(fuel) = self.limits.fuel_per_call {
             self.store.set_fuel(fuel).map_err(trap_error)?;
+        }
+        if let Some(ticks) = self.limits.deadline_ticks() {
+            self.store.set_epoch_deadline(ticks);
         }
         let core = self.bindings.torchlens_core_core();
         body(core, &mut self.store).map_err(|error| {
@@ -216,6 +227,51 @@ impl CoreInstance {
         file_length: u64,
     ) -> Result<(wit::HeaderInfo, ResourceAny), HostError> {
         self.call(|core, store| core.call_decode_tlspec(store, header, body, file_length))
+    }
+
+    /// `count` ops of a trace from `start` (fewer at the end).
+    pub fn ops(
+        &mut self,
+        trace: ResourceAny,
+        start: u32,
+        count: u32,
+    ) -> Result<Vec<wit::OpInfo>, HostError> {
+        self.call_infallible(|core, store| core.trace().call_ops(store, trace, start, count))
+    }
+
+    /// The layers of a trace.
+    pub fn layers(&mut self, trace: ResourceAny) -> Result<Vec<wit::LayerInfo>, HostError> {
+        self.call_infallible(|core, store| core.trace().call_layers(store, trace))
+    }
+
+    /// The modules of a trace.
+    pub fn modules(&mut self, trace: ResourceAny) -> Result<Vec<wit::ModuleInfo>, HostError> {
+        self.call_infallible(|core, store| core.trace().call_modules(store, trace))
+    }
+
+    /// The parameters of a trace.
+    pub fn params(&mut self, trace: ResourceAny) -> Result<Vec<wit::ParamInfo>, HostError> {
+        self.call_infallible(|core, store| core.trace().call_params(store, trace))
+    }
+
+    /// The summary table's rows.
+    pub fn summary(&mut self, trace: ResourceAny) -> Result<Vec<wit::SummaryRow>, HostError> {
+        self.call_infallible(|core, store| core.trace().call_summary(store, trace))
+    }
+
+    /// The summary table as text (what `trace.summary()` prints).
+    pub fn summary_table(&mut self, trace: ResourceAny) -> Result<String, HostError> {
+        self.call_infallible(|core, store| core.trace().call_summary_table(store, trace))
+    }
+
+    /// The graph drawn as SVG.
+    pub fn svg(&mut self, trace: ResourceAny, view: &wit::LayoutView) -> Result<String, HostError> {
+        self.call(|core, store| core.trace().call_svg(store, trace, view))
+    }
+
+    /// A selector parsed from its text form (`func:relu & in_module:encoder`).
+    pub fn parse_selector(&mut self, expression: &str) -> Result<wit::Selector, HostError> {
+        self.call(|core, store| core.call_parse_selector(store, expression))
     }
 
     /// Ops matched by a selector.

@@ -6,7 +6,10 @@
 //! - [`sandbox`]: the limits every instance runs under (memory cap, optional fuel) and the
 //!   imports it gets (none that reach the outside world).
 //! - [`instance`]: an instantiated core with typed calls; any trap ends the instance.
+//! - [`embedded`]: the component built into the host (feature `embedded-component`) and the
+//!   cache folder for its compiled form.
 
+pub mod embedded;
 pub mod instance;
 pub mod runtime;
 pub mod sandbox;
@@ -15,6 +18,8 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "torchlens-core",
+        // Hosts print what the core returns (`tlspec export --json`).
+        additional_derives: [serde::Serialize],
     });
 }
 

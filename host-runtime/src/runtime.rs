@@ -2,9 +2,10 @@
 
 use crate::bindings::TorchlensCorePre;
 use crate::instance::{CoreInstance, HostError};
-use crate::sandbox::{self, SandboxLimits, StoreState};
+use crate::sandbox::{self, EpochTicker, SandboxLimits, StoreState};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
@@ -26,6 +27,9 @@ pub struct CoreRuntime {
     engine: Engine,
     pre: TorchlensCorePre<StoreState>,
     limits: SandboxLimits,
+    /// Present when instances run under a wall-clock deadline; instances share it, so it
+    /// ticks while any of them lives.
+    ticker: Option<Arc<EpochTicker>>,
 }
 
 fn load_error(what: &str, error: impl std::fmt::Display) -> HostError {
@@ -36,6 +40,7 @@ impl CoreRuntime {
     fn engine(limits: &SandboxLimits) -> Result<Engine, HostError> {
         let mut config = Config::new();
         config.consume_fuel(limits.fuel_per_call.is_some());
+        config.epoch_interruption(limits.deadline_per_call.is_some());
         Engine::new(&config).map_err(|error| load_error("wasmtime engine", error))
     }
 
@@ -124,16 +129,20 @@ impl CoreRuntime {
             .map_err(|error| load_error("preparing the core component", error))?;
         let pre = TorchlensCorePre::new(instance_pre)
             .map_err(|error| load_error("checking the core component's exports", error))?;
+        let ticker = limits
+            .deadline_per_call
+            .map(|_| Arc::new(EpochTicker::start(&engine)));
         Ok(Self {
             engine,
             pre,
             limits,
+            ticker,
         })
     }
 
     /// A fresh instance (about 15 µs). After a trap, drop the old instance and take a new one.
     pub fn instantiate(&self) -> Result<CoreInstance, HostError> {
-        CoreInstance::new(&self.engine, &self.pre, self.limits)
+        CoreInstance::new(&self.engine, &self.pre, self.limits, self.ticker.clone())
     }
 
     /// The limits instances of this runtime run under.

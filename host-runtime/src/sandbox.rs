@@ -1,10 +1,16 @@
-//! The sandbox: what an instance of the core may use. The component gets no filesystem, no
+//! The sandbox: what an instance of the core may use and how long it may run. The component gets no filesystem, no
 //! environment, no clocks and no network: every WASI import traps, except the random source
 //! std's hash maps ask for at start-up, which gets fixed bytes (nothing in the core depends on
 //! randomness, and fixed bytes keep runs reproducible).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Engine, StoreLimits, StoreLimitsBuilder};
+
+/// How often the epoch advances when a wall-clock deadline is set.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Limits an instance runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +19,8 @@ pub struct SandboxLimits {
     pub memory_bytes: usize,
     /// Fuel per call (roughly, wasm instructions); `None` runs without a fuel budget.
     pub fuel_per_call: Option<u64>,
+    /// Wall-clock time per call (epoch interruption); `None` runs without a deadline.
+    pub deadline_per_call: Option<Duration>,
 }
 
 impl SandboxLimits {
@@ -21,15 +29,50 @@ impl SandboxLimits {
         Self {
             memory_bytes: 4 << 30,
             fuel_per_call: None,
+            deadline_per_call: None,
         }
     }
 
-    /// For untrusted files (the CLI): a tight memory cap and a fuel budget per call.
+    /// For untrusted files (the CLI): a tight memory cap, a fuel budget and a 30 s wall-clock
+    /// deadline per call.
     pub fn untrusted() -> Self {
         Self {
             memory_bytes: 512 << 20,
             fuel_per_call: Some(20_000_000_000),
+            deadline_per_call: Some(Duration::from_secs(30)),
         }
+    }
+
+    /// The deadline in epoch ticks (at least one).
+    pub(crate) fn deadline_ticks(&self) -> Option<u64> {
+        self.deadline_per_call
+            .map(|deadline| (deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64)
+    }
+}
+
+/// Advances an engine's epoch every [`EPOCH_TICK`] on a background thread until dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.clone();
+        let stopped = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        });
+        Self { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

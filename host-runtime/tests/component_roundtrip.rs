@@ -37,6 +37,7 @@ fn manifest() -> wit::Manifest {
         save_level: "all".into(),
         created_at: "2026-11-30T00:00:00Z".into(),
         codec_metadata: "{}".into(),
+        payload_checksums: Vec::new(),
         extra: vec![("note".into(), "component test".into())],
     }
 }
@@ -51,6 +52,7 @@ fn native_manifest() -> tlspec::Manifest {
         save_level: wit_manifest.save_level,
         created_at: wit_manifest.created_at,
         codec_metadata: wit_manifest.codec_metadata,
+        payload_checksums: Vec::new(),
         extra: wit_manifest.extra,
     }
 }
@@ -227,6 +229,7 @@ fn the_memory_cap_stops_the_component_and_a_new_instance_recovers() {
     let limits = SandboxLimits {
         memory_bytes: 2 << 20,
         fuel_per_call: Some(10_000_000_000),
+        deadline_per_call: None,
     };
     let runtime = runtime(limits);
     let mut core = runtime.instantiate().unwrap();
@@ -251,10 +254,38 @@ fn the_memory_cap_stops_the_component_and_a_new_instance_recovers() {
 }
 
 #[test]
+fn a_wall_clock_deadline_bounds_a_call() {
+    let limits = SandboxLimits {
+        memory_bytes: 1 << 30,
+        fuel_per_call: None,
+        deadline_per_call: Some(std::time::Duration::from_millis(20)),
+    };
+    let mut core = runtime(limits).instantiate().unwrap();
+    let mut recorder = torchlens_core::recorder::EventRecorder::default();
+    let mut value = recorder.input("x", &[1]);
+    for _ in 0..400_000 {
+        value = recorder.op("relu", &[value], &[1]);
+    }
+    let session = core.start_session(wit_options(), None).unwrap();
+    let big = EventBatch {
+        events: recorder.events,
+    }
+    .to_postcard();
+    let started = std::time::Instant::now();
+    match core.ingest(session, &big) {
+        Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_deadline_exceeded"),
+        other => panic!("expected the deadline to stop the call, got {other:?}"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(core.is_dead());
+}
+
+#[test]
 fn fuel_bounds_a_call() {
     let limits = SandboxLimits {
         memory_bytes: 256 << 20,
         fuel_per_call: Some(100_000),
+        deadline_per_call: None,
     };
     let mut core = runtime(limits).instantiate().unwrap();
     let mut recorder = torchlens_core::recorder::EventRecorder::default();

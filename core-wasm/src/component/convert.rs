@@ -353,6 +353,7 @@ pub fn manifest(value: wit::Manifest) -> Manifest {
         save_level: value.save_level,
         created_at: value.created_at,
         codec_metadata: value.codec_metadata,
+        payload_checksums: value.payload_checksums,
         extra: value.extra,
     }
 }
@@ -366,6 +367,7 @@ fn manifest_out(value: Manifest) -> wit::Manifest {
         save_level: value.save_level,
         created_at: value.created_at,
         codec_metadata: value.codec_metadata,
+        payload_checksums: value.payload_checksums,
         extra: value.extra,
     }
 }

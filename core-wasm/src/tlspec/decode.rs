@@ -321,6 +321,15 @@ fn interpret(
         ));
     }
     let data_start = 8 + json_length;
+    if let Some((label, _)) = manifest
+        .payload_checksums
+        .iter()
+        .find(|(label, _)| !logical.contains_key(label))
+    {
+        return Err(payload_mismatch(format!(
+            "payload_crc32 names `{label}`, which is not a payload of the file"
+        )));
+    }
 
     let mut payloads = Vec::with_capacity(tensors.len());
     for tensor in tensors {

@@ -79,6 +79,34 @@ fn encode_error(code: &'static str, message: String, remedy: &'static str) -> Co
 /// places each op's payload. Payloads are ordered by alignment (largest first, as safetensors
 /// does), then by op id, and the body is zero-padded to 8 bytes, so every payload starts at an
 /// offset aligned to its element size (up to 8) and hosts can map it without copying.
+/// Checksums, when given, name each saved payload exactly once.
+fn check_checksums_cover<V>(
+    checksums: &[(String, u32)],
+    payloads: &BTreeMap<&str, V>,
+) -> CoreResult<()> {
+    if checksums.is_empty() {
+        return Ok(());
+    }
+    let named: std::collections::BTreeSet<&str> =
+        checksums.iter().map(|(label, _)| label.as_str()).collect();
+    let complete = named.len() == checksums.len()
+        && named.len() == payloads.len()
+        && named.iter().all(|label| payloads.contains_key(label));
+    if complete {
+        return Ok(());
+    }
+    Err(CoreError::new(
+        ErrorKind::Unsupported,
+        "tlspec_checksums_incomplete",
+        format!(
+            "{} payload checksums were given for {} saved payloads (each must be named once)",
+            checksums.len(),
+            payloads.len()
+        ),
+        "give one CRC-32 per saved payload, keyed by op label, or none",
+    ))
+}
+
 pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLayout> {
     validate_trace(trace)?;
     let mut pending = Vec::new();
@@ -114,6 +142,7 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
         });
         logical_dtypes.insert(payload.label, payload.logical);
     }
+    check_checksums_cover(&manifest.payload_checksums, &logical_dtypes)?;
     let logical_json = serde_json::to_string(&logical_dtypes).map_err(json_bug)?;
     let metadata = manifest.to_metadata(logical_json)?;
     let mut header = serde_json::to_vec(&HeaderOut {

@@ -8,12 +8,16 @@ use std::collections::BTreeMap;
 
 /// Key of the JSON object (label → logical dtype name) describing every payload.
 pub(crate) const LOGICAL_DTYPES_KEY: &str = "logical_dtypes";
+/// Key of the JSON object (label → CRC-32 of the payload bytes), present when the writer
+/// supplied checksums.
+pub(crate) const PAYLOAD_CRC32_KEY: &str = "payload_crc32";
 
 /// Keys the codec writes itself; `extra` may not use them.
-const RESERVED_KEYS: [&str; 10] = [
+const RESERVED_KEYS: [&str; 11] = [
     "format",
     "format_version",
     LOGICAL_DTYPES_KEY,
+    PAYLOAD_CRC32_KEY,
     "backend",
     "backend_runtime",
     "backend_version",
@@ -35,6 +39,9 @@ pub struct Manifest {
     pub created_at: String,
     /// A JSON string of codec-specific facts (JAX sharding and the like).
     pub codec_metadata: String,
+    /// CRC-32 (IEEE, as zlib's `crc32`) of each payload's bytes by op label, sorted by label.
+    /// Empty when the writer supplied none; otherwise every payload has one.
+    pub payload_checksums: Vec<(String, u32)>,
     /// Further keys, kept verbatim; on decode, every key the codec does not know, sorted.
     pub extra: Vec<(String, String)>,
 }
@@ -49,6 +56,22 @@ impl Manifest {
         map.insert("format".to_string(), FORMAT.to_string());
         map.insert("format_version".to_string(), FORMAT_VERSION.to_string());
         map.insert(LOGICAL_DTYPES_KEY.to_string(), logical_dtypes);
+        if !self.payload_checksums.is_empty() {
+            let checksums: BTreeMap<&str, u32> = self
+                .payload_checksums
+                .iter()
+                .map(|(label, crc)| (label.as_str(), *crc))
+                .collect();
+            let json = serde_json::to_string(&checksums).map_err(|error| {
+                CoreError::new(
+                    ErrorKind::Unsupported,
+                    "tlspec_manifest_invalid",
+                    format!("payload checksums could not be written: {error}"),
+                    "report this as a bug",
+                )
+            })?;
+            map.insert(PAYLOAD_CRC32_KEY.to_string(), json);
+        }
         for (key, value) in [
             ("backend", &self.backend),
             ("backend_runtime", &self.backend_runtime),
@@ -87,6 +110,19 @@ impl Manifest {
         })?;
         map.remove("format");
         map.remove("format_version");
+        let payload_checksums = match map.remove(PAYLOAD_CRC32_KEY) {
+            None => Vec::new(),
+            Some(json) => serde_json::from_str::<BTreeMap<String, u32>>(&json)
+                .map_err(|error| {
+                    malformed(
+                        "tlspec_manifest_invalid",
+                        format!("payload_crc32 is not a JSON object of 32-bit numbers: {error}"),
+                        "the file is damaged; save the trace again from its source",
+                    )
+                })?
+                .into_iter()
+                .collect(),
+        };
         let mut take = |key: &str| map.remove(key).unwrap_or_default();
         let manifest = Manifest {
             backend: take("backend"),
@@ -96,6 +132,7 @@ impl Manifest {
             save_level: take("save_level"),
             created_at: take("created_at"),
             codec_metadata: take("codec_metadata"),
+            payload_checksums,
             extra: map.into_iter().collect(),
         };
         Ok((manifest, logical))

@@ -8,6 +8,7 @@ import datetime
 import mmap
 import os
 import tempfile
+import zlib
 from typing import Any
 
 from ._core import core
@@ -27,6 +28,7 @@ def save(trace: Trace, path: str) -> None:
         "save_level": "all" if all(op.saved for op in trace.ops if op.kind != "output") else "selected",
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "codec_metadata": "{}",
+        "payload_checksums": _payload_checksums(trace),
         "extra": [],
     }
     prefix, placements, file_length = trace._native.encode(manifest)
@@ -59,6 +61,22 @@ def save(trace: Trace, path: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _payload_checksums(trace: Trace) -> list:
+    """CRC-32 of every payload the file will hold, by op label, so that readers (``tlspec
+    check``) can tell a damaged payload from a good one. zlib's CRC-32 is the one the CLI
+    checks with."""
+    backend = trace._backend
+    checksums = []
+    for op in trace.ops:
+        slot = op._info["payload"]
+        if slot is None:
+            continue
+        value = trace._payload(slot)
+        if value is not None:
+            checksums.append((op.label, zlib.crc32(backend.payload_bytes(value))))
+    return checksums
 
 
 def load(path: str, backend: Any = None) -> Trace:

@@ -1,5 +1,6 @@
-//! Builds the core as a WASI component and hands its path to the crate, which embeds it
-//! (`include_bytes!`), so one wheel carries everything. Cargo cannot build a dependency for
+//! With the `embedded-component` feature: builds the core as a WASI component and hands its
+//! path to the crate, which embeds it (`include_bytes!`), so one binary or wheel carries
+//! everything. Cargo cannot build a dependency for
 //! another target itself, so this runs a nested cargo with its own target directory (sharing
 //! the outer one would deadlock on its lock). `TORCHLENS_COMPONENT` skips the build and embeds
 //! that file instead.
@@ -8,10 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    if std::env::var_os("CARGO_FEATURE_EMBEDDED_COMPONENT").is_none() {
+        return;
+    }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let workspace = manifest_dir
         .parent()
-        .expect("host-python lives in the workspace");
+        .expect("host-runtime lives in the workspace");
     for watched in ["core-wasm/src", "core-wasm/Cargo.toml", "wit", "Cargo.lock"] {
         println!(
             "cargo:rerun-if-changed={}",

@@ -1,0 +1,58 @@
+//! One module per subcommand. Each opens its file(s) in the sandboxed core and returns an
+//! [`Outcome`]; none prints.
+
+mod check;
+mod diff;
+mod draw;
+mod export;
+mod inspect;
+mod ops;
+mod summary;
+
+use crate::cli::Command;
+use crate::error::CliError;
+use crate::output::Outcome;
+use crate::sandboxed_core::{SandboxSettings, SandboxedCore};
+use crate::tlspec_file::OpenedTrace;
+use std::path::Path;
+
+/// Runs a subcommand.
+pub fn run(command: &Command, settings: SandboxSettings) -> Result<Outcome, CliError> {
+    let mut core = SandboxedCore::start(settings)?;
+    let open = |path: &Path, core: &mut SandboxedCore| {
+        OpenedTrace::open(core.instance(), path, settings.memory_mib)
+    };
+    match command {
+        Command::Inspect(arg) => {
+            let file = open(&arg.file, &mut core)?;
+            inspect::run(&mut core, &file)
+        }
+        Command::Summary(arg) => {
+            let file = open(&arg.file, &mut core)?;
+            summary::run(&mut core, &file)
+        }
+        Command::Ops { file, selector } => {
+            let file = open(file, &mut core)?;
+            ops::run(&mut core, &file, selector.as_deref())
+        }
+        Command::Check(arg) => {
+            let mut file = open(&arg.file, &mut core)?;
+            check::run(&mut file)
+        }
+        Command::Export { file } => {
+            let file = open(file, &mut core)?;
+            export::run(&mut core, &file)
+        }
+        Command::Draw {
+            file, full, output, ..
+        } => {
+            let file = open(file, &mut core)?;
+            draw::run(&mut core, &file, *full, output.as_deref())
+        }
+        Command::Diff { a, b, tolerance } => {
+            let mut first = open(a, &mut core)?;
+            let mut second = open(b, &mut core)?;
+            diff::run(&mut core, &mut first, &mut second, *tolerance)
+        }
+    }
+}

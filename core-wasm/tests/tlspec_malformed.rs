@@ -1,6 +1,8 @@
 //! Hostile and damaged `.tlspec` files: each gets its typed error code, quickly, without a
 //! panic, a stack overflow or a large allocation.
 
+#[path = "hostile_corpus.rs"]
+mod hostile_corpus;
 #[path = "tlspec_support.rs"]
 mod support;
 
@@ -658,4 +660,11 @@ fn body_larger_than_the_limit() {
     let header_bytes = &file[..8 + header.header_length as usize];
     let error = tlspec::parse_header_with(header_bytes, file.len() as u64, &limits).unwrap_err();
     assert_eq!(error.code, "tlspec_body_too_large");
+}
+
+#[test]
+fn the_shared_hostile_corpus_is_refused_with_its_codes() {
+    for file in hostile_corpus::hostile_corpus() {
+        assert_eq!(bounded_code(&file.bytes), file.code, "{}", file.name);
+    }
 }

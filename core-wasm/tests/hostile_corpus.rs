@@ -1,0 +1,242 @@
+//! The hostile `.tlspec` corpus: named files that must each be refused with one typed code.
+//! Shared by the core's decode tests (`tlspec_malformed.rs`) and the CLI's process tests
+//! (`host-cli/tests/hostile_files.rs`, through `#[path]`), so both hosts face the same files.
+//! Compiled alone it holds no tests.
+#![allow(dead_code)]
+
+#[path = "tlspec_support.rs"]
+mod tlspec_support;
+
+pub use tlspec_support::*;
+
+/// One hostile file and the code it must be refused with.
+pub struct HostileFile {
+    pub name: String,
+    pub bytes: Vec<u8>,
+    pub code: &'static str,
+}
+
+fn case(name: impl Into<String>, bytes: Vec<u8>, code: &'static str) -> HostileFile {
+    HostileFile {
+        name: name.into(),
+        bytes,
+        code,
+    }
+}
+
+/// A small valid file: an input and three ops, payloads of several dtypes.
+pub fn valid_file() -> Vec<u8> {
+    let steps = [
+        Step {
+            dtype: "float32",
+            shape: vec![2, 3],
+            payload: true,
+        },
+        Step {
+            dtype: "bfloat16",
+            shape: vec![4],
+            payload: true,
+        },
+        Step {
+            dtype: "int64",
+            shape: vec![3],
+            payload: false,
+        },
+    ];
+    encode(&chain_trace(&steps, true))
+}
+
+/// A header with a zero body of `body_len` bytes plus extra tensor entries (JSON members).
+pub fn header_with(logical: &str, extra_tensors: &str, body_len: u64) -> String {
+    format!(
+        r#"{{"__metadata__":{},"__torchlens_body__":{{"dtype":"U8","shape":[{body_len}],"data_offsets":[0,{body_len}]}}{extra_tensors}}}"#,
+        metadata_json("1", logical)
+    )
+}
+
+fn small_trace() -> torchlens_core::Trace {
+    let step = || Step {
+        dtype: "float32",
+        shape: vec![2],
+        payload: false,
+    };
+    chain_trace(&[step(), step()], false)
+}
+
+/// Deterministic pseudo-random bytes (xorshift).
+fn random_bytes(seed: u64, length: usize) -> Vec<u8> {
+    let mut state = seed;
+    (0..length)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// Every hostile file, named.
+pub fn hostile_corpus() -> Vec<HostileFile> {
+    let valid = valid_file();
+    let (header, _) = torchlens_core::tlspec::decode_file(&valid).expect("the base file is valid");
+    let json_end = header.body_offset as usize;
+    let body_end = json_end + header.body_length as usize;
+    let mut files = vec![
+        case("empty", Vec::new(), "tlspec_too_short"),
+        case("seven_bytes", vec![0; 7], "tlspec_too_short"),
+        case(
+            "random_bytes",
+            random_bytes(0x9E37_79B9_7F4A_7C15, 4096),
+            "tlspec_header_too_large",
+        ),
+    ];
+    let mut plausible = random_bytes(0x1234_5678_9ABC_DEF1, 4096);
+    plausible[..8].copy_from_slice(&1000u64.to_le_bytes());
+    files.push(case(
+        "random_bytes_plausible_length",
+        plausible,
+        "tlspec_header_not_utf8",
+    ));
+    for (name, cut, code) in [
+        ("truncated_in_length", 4, "tlspec_too_short"),
+        ("truncated_in_header", json_end / 2, "tlspec_header_truncated"),
+        ("truncated_at_header_end", json_end, "tlspec_truncated"),
+        ("truncated_in_body", body_end - 3, "tlspec_truncated"),
+        ("truncated_at_body_end", body_end, "tlspec_truncated"),
+        ("truncated_in_payload", body_end + 5, "tlspec_truncated"),
+        ("truncated_last_byte", valid.len() - 1, "tlspec_truncated"),
+    ] {
+        files.push(case(name, valid[..cut].to_vec(), code));
+    }
+    let mut beyond = valid.clone();
+    beyond[..8].copy_from_slice(&(valid.len() as u64).to_le_bytes());
+    files.push(case(
+        "header_length_beyond_file",
+        beyond,
+        "tlspec_header_truncated",
+    ));
+    let mut huge = valid.clone();
+    huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+    files.push(case("header_length_u64_max", huge, "tlspec_header_too_large"));
+
+    let tensor = |logical: &str, entry: &str| header_with(logical, entry, 8);
+    for (name, logical, entry, data, code) in [
+        (
+            "payload_offsets_overlapping",
+            "{\"a\":\"uint8\"}",
+            r#","a":{"dtype":"U8","shape":[4],"data_offsets":[6,10]}"#,
+            12,
+            "tlspec_offsets_invalid",
+        ),
+        (
+            "payload_offsets_far_out_of_range",
+            "{\"a\":\"uint8\"}",
+            r#","a":{"dtype":"U8","shape":[4],"data_offsets":[1099511627776,1099511627780]}"#,
+            12,
+            "tlspec_offsets_invalid",
+        ),
+        (
+            "payload_beyond_file_end",
+            "{\"a\":\"float32\"}",
+            r#","a":{"dtype":"F32","shape":[1024],"data_offsets":[8,4104]}"#,
+            12,
+            "tlspec_truncated",
+        ),
+        (
+            "payload_offsets_reversed",
+            "{\"a\":\"uint8\"}",
+            r#","a":{"dtype":"U8","shape":[0],"data_offsets":[12,8]}"#,
+            12,
+            "tlspec_offsets_invalid",
+        ),
+        (
+            "shape_element_count_overflow",
+            "{\"a\":\"float32\"}",
+            r#","a":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[8,9]}"#,
+            9,
+            "tlspec_shape_overflow",
+        ),
+    ] {
+        files.push(case(
+            name,
+            raw_file(&tensor(logical, entry), &vec![0; data]),
+            code,
+        ));
+    }
+    let ones = vec!["1"; 1000].join(",");
+    files.push(case(
+        "rank_1000",
+        raw_file(
+            &tensor(
+                "{\"a\":\"uint8\"}",
+                &format!(r#","a":{{"dtype":"U8","shape":[{ones}],"data_offsets":[8,9]}}"#),
+            ),
+            &[0; 9],
+        ),
+        "tlspec_rank_too_large",
+    ));
+
+    // format_version 1, options (true, true), no func_names, then 10^9 ops and nothing else.
+    let mut billion = vec![1, 1, 1, 0];
+    let mut count = 1_000_000_000u64;
+    while count >= 0x80 {
+        billion.push((count as u8) | 0x80);
+        count >>= 7;
+    }
+    billion.push(count as u8);
+    files.push(case(
+        "body_declares_a_billion_ops",
+        file_from_body(&billion),
+        "tlspec_body_undecodable",
+    ));
+
+    let arrays = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    files.push(case(
+        "metadata_nested_100k_deep",
+        raw_file(&format!("{{\"__metadata__\":{arrays}}}"), &[0]),
+        "tlspec_header_invalid",
+    ));
+    let objects = format!("{}1{}", "{\"a\":".repeat(100_000), "}".repeat(100_000));
+    files.push(case(
+        "header_objects_nested_100k_deep",
+        raw_file(&objects, &[0]),
+        "tlspec_header_invalid",
+    ));
+    let mut not_utf8 = 8u64.to_le_bytes().to_vec();
+    not_utf8.extend_from_slice(&[b'{', 0xff, 0xfe, b'}', b' ', b' ', b' ', b' ']);
+    files.push(case("header_invalid_utf8", not_utf8, "tlspec_header_not_utf8"));
+
+    {
+        use safetensors::tensor::{Dtype, TensorView};
+        let data = [0u8; 8];
+        let view = TensorView::new(Dtype::F32, vec![2], &data).expect("view");
+        let plain = safetensors::serialize([("weight", &view)], None).expect("serializes");
+        files.push(case(
+            "plain_safetensors_not_tlspec",
+            plain,
+            "tlspec_not_a_tlspec",
+        ));
+    }
+
+    let mut out_of_range = small_trace();
+    out_of_range.ops[2].parents[0].op = 50;
+    files.push(case(
+        "body_parent_id_out_of_range",
+        file_from_body(&body_of(&out_of_range, 1)),
+        "trace_edge_out_of_range",
+    ));
+    let mut cycle = small_trace();
+    cycle.ops[1].parents[0].op = 2;
+    files.push(case(
+        "body_cycle",
+        file_from_body(&body_of(&cycle, 1)),
+        "trace_cycle",
+    ));
+    files.push(case(
+        "body_version_2",
+        file_from_body(&body_of(&small_trace(), 2)),
+        "tlspec_version_unsupported",
+    ));
+    files
+}

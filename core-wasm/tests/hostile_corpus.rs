@@ -100,7 +100,11 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
     ));
     for (name, cut, code) in [
         ("truncated_in_length", 4, "tlspec_too_short"),
-        ("truncated_in_header", json_end / 2, "tlspec_header_truncated"),
+        (
+            "truncated_in_header",
+            json_end / 2,
+            "tlspec_header_truncated",
+        ),
         ("truncated_at_header_end", json_end, "tlspec_truncated"),
         ("truncated_in_body", body_end - 3, "tlspec_truncated"),
         ("truncated_at_body_end", body_end, "tlspec_truncated"),
@@ -118,7 +122,11 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
     ));
     let mut huge = valid.clone();
     huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
-    files.push(case("header_length_u64_max", huge, "tlspec_header_too_large"));
+    files.push(case(
+        "header_length_u64_max",
+        huge,
+        "tlspec_header_too_large",
+    ));
 
     let tensor = |logical: &str, entry: &str| header_with(logical, entry, 8);
     for (name, logical, entry, data, code) in [
@@ -205,7 +213,11 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
     ));
     let mut not_utf8 = 8u64.to_le_bytes().to_vec();
     not_utf8.extend_from_slice(&[b'{', 0xff, 0xfe, b'}', b' ', b' ', b' ', b' ']);
-    files.push(case("header_invalid_utf8", not_utf8, "tlspec_header_not_utf8"));
+    files.push(case(
+        "header_invalid_utf8",
+        not_utf8,
+        "tlspec_header_not_utf8",
+    ));
 
     {
         use safetensors::tensor::{Dtype, TensorView};

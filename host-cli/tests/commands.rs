@@ -50,7 +50,9 @@ fn write_with_checksums(trace: &Trace, path: &Path) -> Vec<u8> {
 
 fn sample(folder: &Path) -> (Trace, PathBuf, Vec<u8>) {
     let trace = chain_trace(
-        &steps(&["float32", "bfloat16", "int64", "float32", "float64", "float16"]),
+        &steps(&[
+            "float32", "bfloat16", "int64", "float32", "float64", "float16",
+        ]),
         true,
     );
     let path = folder.join("sample.tlspec");
@@ -82,8 +84,16 @@ fn inspect_reports_counts_versions_and_bytes_by_dtype() {
     assert_eq!(json["bytes_by_dtype"]["bfloat16"]["bytes"], 12);
     assert_eq!(json["bytes_by_dtype"]["int64"]["bytes"], 48);
     let human = tlspec(&["inspect", text(&path)], LIMIT);
-    assert!(human.stdout.contains("backend     torch 2.5.0"), "{}", human.stdout);
-    assert!(human.stdout.contains("CRC-32 for 7 payloads"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("backend     torch 2.5.0"),
+        "{}",
+        human.stdout
+    );
+    assert!(
+        human.stdout.contains("CRC-32 for 7 payloads"),
+        "{}",
+        human.stdout
+    );
 }
 
 #[test]
@@ -101,7 +111,10 @@ fn summary_prints_the_core_summary_table() {
 fn ops_filters_with_selector_expressions() {
     let folder = scratch("ops");
     let (trace, path, _) = sample(&folder);
-    let run = tlspec(&["--json", "ops", text(&path), "func:relu | func:sigmoid"], LIMIT);
+    let run = tlspec(
+        &["--json", "ops", text(&path), "func:relu | func:sigmoid"],
+        LIMIT,
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let labels: Vec<String> = run
         .json()
@@ -153,7 +166,9 @@ fn check_verifies_every_payload_and_finds_a_flipped_byte() {
     assert_eq!(json["mismatched"][0]["label"], victim.label.as_str());
     assert_eq!(json["mismatched"].as_array().map(Vec::len), Some(1));
     let human = tlspec(&["check", text(&damaged_path)], LIMIT);
-    assert!(human.stdout.contains(&format!("DAMAGED     {}", victim.label)));
+    assert!(human
+        .stdout
+        .contains(&format!("DAMAGED     {}", victim.label)));
 }
 
 #[test]
@@ -184,7 +199,10 @@ fn export_writes_every_op_module_and_layer_as_json() {
     let expected: Vec<&str> = trace.ops.iter().map(|op| op.label.as_str()).collect();
     assert_eq!(labels, expected);
     assert_eq!(json["ops"][1]["func_name"], trace.func_name(&trace.ops[1]));
-    assert_eq!(json["layers"].as_array().map(Vec::len), Some(trace.layers.len()));
+    assert_eq!(
+        json["layers"].as_array().map(Vec::len),
+        Some(trace.layers.len())
+    );
     assert_eq!(json["manifest"]["backend"], "torch");
     assert_eq!(json["trace"]["op_count"], trace.ops.len());
 }
@@ -233,17 +251,30 @@ fn diff_matches_ops_by_site_and_reports_value_and_structure_changes() {
     let run = tlspec(&["--json", "diff", text(&path), text(&changed_path)], LIMIT);
     assert_eq!(run.code, 1, "{}", run.stdout);
     let differences = run.json()["differences"].clone();
-    assert_eq!(differences.as_array().map(Vec::len), Some(1), "{differences}");
+    assert_eq!(
+        differences.as_array().map(Vec::len),
+        Some(1),
+        "{differences}"
+    );
     assert_eq!(differences[0]["kind"], "values_differ");
     assert_eq!(differences[0]["a"], victim.label.as_str());
     let within = tlspec(
-        &["--json", "diff", "--tolerance", "1", text(&path), text(&changed_path)],
+        &[
+            "--json",
+            "diff",
+            "--tolerance",
+            "1",
+            text(&path),
+            text(&changed_path),
+        ],
         LIMIT,
     );
     assert_eq!(within.code, 0, "{}", within.stdout);
 
     // A trace with one more op at the end: one op only in b, the rest equal.
-    let mut longer_steps = steps(&["float32", "bfloat16", "int64", "float32", "float64", "float16"]);
+    let mut longer_steps = steps(&[
+        "float32", "bfloat16", "int64", "float32", "float64", "float16",
+    ]);
     longer_steps.push(Step {
         dtype: "float32",
         shape: vec![2, 3],

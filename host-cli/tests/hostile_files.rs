@@ -42,14 +42,14 @@ fn every_hostile_file_gets_its_typed_error_and_exit_status_within_bounds() {
                 "{} ({command}): {}",
                 file.name, run.stdout
             );
-            assert_eq!(run.code, expected_exit(file.code), "{} ({command})", file.name);
-            assert_eq!(json["exit"], run.code, "{}", file.name);
-            assert!(
-                run.wall < TIME_BOUND,
-                "{} took {:?}",
-                file.name,
-                run.wall
+            assert_eq!(
+                run.code,
+                expected_exit(file.code),
+                "{} ({command})",
+                file.name
             );
+            assert_eq!(json["exit"], run.code, "{}", file.name);
+            assert!(run.wall < TIME_BOUND, "{} took {:?}", file.name, run.wall);
             assert!(
                 run.max_rss < MEMORY_BOUND,
                 "{} peaked at {} bytes",
@@ -76,10 +76,16 @@ fn human_errors_name_the_code_and_a_remedy() {
 fn a_missing_file_or_a_folder_is_an_io_error() {
     let folder = scratch("io");
     let missing = folder.join("missing.tlspec");
-    let run = tlspec(&["--json", "inspect", missing.to_str().expect("utf-8")], TIME_BOUND);
+    let run = tlspec(
+        &["--json", "inspect", missing.to_str().expect("utf-8")],
+        TIME_BOUND,
+    );
     assert_eq!(run.code, 6);
     assert_eq!(run.json()["error"]["code"], "io_error");
-    let run = tlspec(&["--json", "inspect", folder.to_str().expect("utf-8")], TIME_BOUND);
+    let run = tlspec(
+        &["--json", "inspect", folder.to_str().expect("utf-8")],
+        TIME_BOUND,
+    );
     assert_eq!(run.code, 6);
     assert_eq!(run.json()["error"]["code"], "io_not_a_file");
 }
@@ -100,11 +106,17 @@ fn memory_limits_refuse_with_the_limit_status() {
     std::fs::write(&path, bytes).expect("write");
     let path = path.to_str().expect("utf-8");
     // The host refuses a body larger than a quarter of the sandbox before handing it over.
-    let run = tlspec(&["--json", "--memory-mib", "2", "inspect", path], TIME_BOUND);
+    let run = tlspec(
+        &["--json", "--memory-mib", "2", "inspect", path],
+        TIME_BOUND,
+    );
     assert_eq!(run.code, 5, "{}", run.stdout);
     assert_eq!(run.json()["error"]["code"], "tlspec_body_too_large");
     // A sandbox too small for the core itself stops it with a trap, reported the same way.
-    let run = tlspec(&["--json", "--memory-mib", "1", "inspect", path], TIME_BOUND);
+    let run = tlspec(
+        &["--json", "--memory-mib", "1", "inspect", path],
+        TIME_BOUND,
+    );
     assert_eq!(run.code, 5, "{}", run.stdout);
     assert_eq!(run.json()["error"]["code"], "sandbox_memory_exhausted");
     let run = tlspec(&["--json", "inspect", path], TIME_BOUND);
@@ -126,7 +138,13 @@ fn a_tiny_deadline_stops_the_core_with_the_limit_status() {
     let path = folder.join("big-body.tlspec");
     std::fs::write(&path, bytes).expect("write");
     let run = tlspec(
-        &["--json", "--timeout", "0.001", "summary", path.to_str().expect("utf-8")],
+        &[
+            "--json",
+            "--timeout",
+            "0.001",
+            "summary",
+            path.to_str().expect("utf-8"),
+        ],
         TIME_BOUND,
     );
     assert_eq!(run.code, 5, "{}", run.stdout);

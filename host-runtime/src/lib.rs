@@ -6,10 +6,12 @@
 //! - [`sandbox`]: the limits every instance runs under (memory cap, optional fuel) and the
 //!   imports it gets (none that reach the outside world).
 //! - [`instance`]: an instantiated core with typed calls; any trap ends the instance.
+//! - [`foreign`]: any other component under the same sandbox (for tests of the sandbox).
 //! - [`embedded`]: the component built into the host (feature `embedded-component`) and the
 //!   cache folder for its compiled form.
 
 pub mod embedded;
+pub mod foreign;
 pub mod instance;
 pub mod runtime;
 pub mod sandbox;

@@ -37,7 +37,8 @@ fn load_error(what: &str, error: impl std::fmt::Display) -> HostError {
 }
 
 impl CoreRuntime {
-    fn engine(limits: &SandboxLimits) -> Result<Engine, HostError> {
+    /// An engine configured for `limits` (fuel metering, epoch interruption).
+    pub(crate) fn engine(limits: &SandboxLimits) -> Result<Engine, HostError> {
         let mut config = Config::new();
         config.consume_fuel(limits.fuel_per_call.is_some());
         config.epoch_interruption(limits.deadline_per_call.is_some());

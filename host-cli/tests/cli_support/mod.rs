@@ -27,7 +27,9 @@ impl Run {
 
 /// A folder for one test's files, under cargo's test scratch space.
 pub fn scratch(name: &str) -> PathBuf {
-    let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tlspec-cli").join(name);
+    let folder = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("tlspec-cli")
+        .join(name);
     let _ = std::fs::remove_dir_all(&folder);
     std::fs::create_dir_all(&folder).expect("scratch folder");
     folder
@@ -38,12 +40,8 @@ pub fn scratch(name: &str) -> PathBuf {
 pub fn tlspec(args: &[&str], limit: Duration) -> Run {
     let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tlspec-cli-runs");
     std::fs::create_dir_all(&folder).expect("runs folder");
-    let unique = format!(
-        "{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    )
-    .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+    let unique = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
     let out_path = folder.join(format!("{unique}.out"));
     let err_path = folder.join(format!("{unique}.err"));
     let started = Instant::now();
@@ -83,10 +81,7 @@ pub fn tlspec(args: &[&str], limit: Duration) -> Run {
     let killed = watchdog.join().unwrap_or(false);
     std::mem::forget(child);
     let exit = std::process::ExitStatus::from_raw(status);
-    assert!(
-        !killed,
-        "tlspec {args:?} ran past {limit:?} and was killed"
-    );
+    assert!(!killed, "tlspec {args:?} ran past {limit:?} and was killed");
     let code = exit
         .code()
         .unwrap_or_else(|| panic!("tlspec {args:?} died by signal {:?}", exit.signal()));

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: setup setup-python component python-package demo demo-core test test-rust test-python lint bench benchmark-python
+.PHONY: setup setup-python component python-package demo demo-core test test-rust test-python lint fuzz-smoke bench benchmark-python benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -28,13 +28,18 @@ demo-core: component
 
 ## test: build everything and run every test (Rust unit and integration tests, the component
 ## under wasmtime, the Python package on real torch models), then the format and lint checks.
-test: test-rust test-python lint
+test: test-rust test-python lint fuzz-smoke
 
 test-rust: component setup-python
 	cargo test --workspace --exclude torchlens-python
 
 test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q
+
+## fuzz-smoke: a short cargo fuzz run of each untrusted-input parser (scripts/fuzz.sh runs
+## longer ones: scripts/fuzz.sh 1800 decode_tlspec).
+fuzz-smoke: setup
+	./scripts/fuzz.sh 20
 
 lint: setup-python
 	cargo fmt --all -- --check
@@ -53,3 +58,9 @@ bench: component
 ## names a Python that has torchlens 2.36.1 installed).
 benchmark-python: python-package
 	$(PYTHON) benchmarks/torch_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
+## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
+## throughput.
+benchmark-cli: python-package
+	cargo build --release -p torchlens-cli
+	$(PYTHON) benchmarks/tlspec_cli.py --tlspec target/release/tlspec

@@ -8,7 +8,6 @@ use crate::trace::Trace;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::cell::RefCell;
-use std::path::PathBuf;
 use std::rc::Rc;
 use torchlens_host_runtime::embedded::{default_cache_dir, EMBEDDED_COMPONENT};
 use torchlens_host_runtime::{CoreInstance, CoreRuntime, SandboxLimits};

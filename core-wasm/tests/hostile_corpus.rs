@@ -54,7 +54,8 @@ pub fn header_with(logical: &str, extra_tensors: &str, body_len: u64) -> String 
     )
 }
 
-fn small_trace() -> torchlens_core::Trace {
+/// An input and two float32 ops, no payloads.
+pub fn small_trace() -> torchlens_core::Trace {
     let step = || Step {
         dtype: "float32",
         shape: vec![2],

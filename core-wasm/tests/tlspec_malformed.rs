@@ -3,15 +3,14 @@
 
 #[path = "hostile_corpus.rs"]
 mod hostile_corpus;
-#[path = "tlspec_support.rs"]
-mod support;
 
+use hostile_corpus::{
+    body_of, decode_code, file_from_body, header_with, metadata_json, raw_file, small_trace,
+    valid_file,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
-use support::{
-    body_of, chain_trace, decode_code, encode, file_from_body, metadata_json, raw_file, Step,
-};
 use torchlens_core::tlspec;
 use torchlens_core::ErrorKind;
 
@@ -58,53 +57,6 @@ fn bounded_code(bytes: &[u8]) -> &'static str {
         "{code}: allocated {largest} bytes at once"
     );
     code
-}
-
-/// A small valid file: input, three ops, payloads of several dtypes.
-fn valid_file() -> Vec<u8> {
-    let steps = [
-        Step {
-            dtype: "float32",
-            shape: vec![2, 3],
-            payload: true,
-        },
-        Step {
-            dtype: "bfloat16",
-            shape: vec![4],
-            payload: true,
-        },
-        Step {
-            dtype: "int64",
-            shape: vec![3],
-            payload: false,
-        },
-    ];
-    encode(&chain_trace(&steps, true))
-}
-
-fn small_trace() -> torchlens_core::Trace {
-    let steps = [
-        Step {
-            dtype: "float32",
-            shape: vec![2],
-            payload: false,
-        },
-        Step {
-            dtype: "float32",
-            shape: vec![2],
-            payload: false,
-        },
-    ];
-    chain_trace(&steps, false)
-}
-
-/// A header with a body of `body_len` zero bytes and the given extra tensor entries (JSON
-/// object members), plus its data section of `data_len` bytes.
-fn header_with(logical: &str, extra_tensors: &str, body_len: u64) -> String {
-    format!(
-        r#"{{"__metadata__":{},"__torchlens_body__":{{"dtype":"U8","shape":[{body_len}],"data_offsets":[0,{body_len}]}}{extra_tensors}}}"#,
-        metadata_json("1", logical)
-    )
 }
 
 #[test]

@@ -77,6 +77,19 @@ fn random_bytes(seed: u64, length: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A trace body of format_version 1, options (true, true), no func_names, then a declared
+/// 10^9 ops and nothing else.
+pub fn billion_ops_body() -> Vec<u8> {
+    let mut body = vec![1, 1, 1, 0];
+    let mut count = 1_000_000_000u64;
+    while count >= 0x80 {
+        body.push((count as u8) | 0x80);
+        count >>= 7;
+    }
+    body.push(count as u8);
+    body
+}
+
 /// Every hostile file, named.
 pub fn hostile_corpus() -> Vec<HostileFile> {
     let valid = valid_file();
@@ -186,17 +199,9 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         "tlspec_rank_too_large",
     ));
 
-    // format_version 1, options (true, true), no func_names, then 10^9 ops and nothing else.
-    let mut billion = vec![1, 1, 1, 0];
-    let mut count = 1_000_000_000u64;
-    while count >= 0x80 {
-        billion.push((count as u8) | 0x80);
-        count >>= 7;
-    }
-    billion.push(count as u8);
     files.push(case(
         "body_declares_a_billion_ops",
-        file_from_body(&billion),
+        file_from_body(&billion_ops_body()),
         "tlspec_body_undecodable",
     ));
 

@@ -325,14 +325,7 @@ fn rank_and_shape_bounds() {
 
 #[test]
 fn body_declaring_a_billion_ops_fails_fast_without_allocating() {
-    // format_version 1, options (true, true), no func_names, then 10^9 ops and nothing else.
-    let mut body = vec![1, 1, 1, 0];
-    let mut count = 1_000_000_000u64;
-    while count >= 0x80 {
-        body.push((count as u8) | 0x80);
-        count >>= 7;
-    }
-    body.push(count as u8);
+    let body = hostile_corpus::billion_ops_body();
     assert_eq!(
         bounded_code(&file_from_body(&body)),
         "tlspec_body_undecodable"

@@ -90,9 +90,8 @@ fn a_missing_file_or_a_folder_is_an_io_error() {
     assert_eq!(run.json()["error"]["code"], "io_not_a_file");
 }
 
-#[test]
-fn memory_limits_refuse_with_the_limit_status() {
-    // A valid file with a body of about 1 MiB.
+/// A valid file of 20 000 ops, a trace body of about 1 MiB, in its own scratch folder.
+fn big_body_file(folder: &str) -> std::path::PathBuf {
     let steps: Vec<hostile_corpus::Step> = (0..20_000)
         .map(|_| hostile_corpus::Step {
             dtype: "float32",
@@ -101,9 +100,14 @@ fn memory_limits_refuse_with_the_limit_status() {
         })
         .collect();
     let bytes = hostile_corpus::encode(&hostile_corpus::chain_trace(&steps, false));
-    let folder = scratch("memory");
-    let path = folder.join("big-body.tlspec");
+    let path = scratch(folder).join("big-body.tlspec");
     std::fs::write(&path, bytes).expect("write");
+    path
+}
+
+#[test]
+fn memory_limits_refuse_with_the_limit_status() {
+    let path = big_body_file("memory");
     let path = path.to_str().expect("utf-8");
     // The host refuses a body larger than a quarter of the sandbox before handing it over.
     let run = tlspec(
@@ -126,17 +130,7 @@ fn memory_limits_refuse_with_the_limit_status() {
 
 #[test]
 fn a_tiny_deadline_stops_the_core_with_the_limit_status() {
-    let steps: Vec<hostile_corpus::Step> = (0..20_000)
-        .map(|_| hostile_corpus::Step {
-            dtype: "float32",
-            shape: vec![2],
-            payload: false,
-        })
-        .collect();
-    let bytes = hostile_corpus::encode(&hostile_corpus::chain_trace(&steps, false));
-    let folder = scratch("deadline");
-    let path = folder.join("big-body.tlspec");
-    std::fs::write(&path, bytes).expect("write");
+    let path = big_body_file("deadline");
     let run = tlspec(
         &[
             "--json",

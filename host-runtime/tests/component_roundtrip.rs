@@ -253,6 +253,19 @@ fn the_memory_cap_stops_the_component_and_a_new_instance_recovers() {
     assert_eq!(fresh.version().unwrap(), env!("CARGO_PKG_VERSION"));
 }
 
+/// A postcard batch: an input, then `length` relus in a chain.
+fn relu_chain_batch(length: usize) -> Vec<u8> {
+    let mut recorder = torchlens_core::recorder::EventRecorder::default();
+    let mut value = recorder.input("x", &[1]);
+    for _ in 0..length {
+        value = recorder.op("relu", &[value], &[1]);
+    }
+    EventBatch {
+        events: recorder.events,
+    }
+    .to_postcard()
+}
+
 #[test]
 fn a_wall_clock_deadline_bounds_a_call() {
     let limits = SandboxLimits {
@@ -261,16 +274,8 @@ fn a_wall_clock_deadline_bounds_a_call() {
         deadline_per_call: Some(std::time::Duration::from_millis(20)),
     };
     let mut core = runtime(limits).instantiate().unwrap();
-    let mut recorder = torchlens_core::recorder::EventRecorder::default();
-    let mut value = recorder.input("x", &[1]);
-    for _ in 0..400_000 {
-        value = recorder.op("relu", &[value], &[1]);
-    }
     let session = core.start_session(wit_options(), None).unwrap();
-    let big = EventBatch {
-        events: recorder.events,
-    }
-    .to_postcard();
+    let big = relu_chain_batch(400_000);
     let started = std::time::Instant::now();
     match core.ingest(session, &big) {
         Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_deadline_exceeded"),
@@ -288,17 +293,8 @@ fn fuel_bounds_a_call() {
         deadline_per_call: None,
     };
     let mut core = runtime(limits).instantiate().unwrap();
-    let mut recorder = torchlens_core::recorder::EventRecorder::default();
-    let mut value = recorder.input("x", &[1]);
-    for _ in 0..10_000 {
-        value = recorder.op("relu", &[value], &[1]);
-    }
     let session = core.start_session(wit_options(), None).unwrap();
-    let big = EventBatch {
-        events: recorder.events,
-    }
-    .to_postcard();
-    match core.ingest(session, &big) {
+    match core.ingest(session, &relu_chain_batch(10_000)) {
         Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_fuel_exhausted"),
         other => panic!("expected fuel to run out, got {other:?}"),
     }

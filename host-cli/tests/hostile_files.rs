@@ -90,9 +90,9 @@ fn a_missing_file_or_a_folder_is_an_io_error() {
     assert_eq!(run.json()["error"]["code"], "io_not_a_file");
 }
 
-/// A valid file of 20 000 ops, a trace body of about 1 MiB, in its own scratch folder.
-fn big_body_file(folder: &str) -> std::path::PathBuf {
-    let steps: Vec<hostile_corpus::Step> = (0..20_000)
+/// A valid file of `ops` ops (a trace body of about 50 bytes each), in its own scratch folder.
+fn big_body_file(folder: &str, ops: usize) -> std::path::PathBuf {
+    let steps: Vec<hostile_corpus::Step> = (0..ops)
         .map(|_| hostile_corpus::Step {
             dtype: "float32",
             shape: vec![2],
@@ -107,7 +107,7 @@ fn big_body_file(folder: &str) -> std::path::PathBuf {
 
 #[test]
 fn memory_limits_refuse_with_the_limit_status() {
-    let path = big_body_file("memory");
+    let path = big_body_file("memory", 20_000);
     let path = path.to_str().expect("utf-8");
     // The host refuses a body larger than a quarter of the sandbox before handing it over.
     let run = tlspec(
@@ -130,7 +130,7 @@ fn memory_limits_refuse_with_the_limit_status() {
 
 #[test]
 fn a_tiny_deadline_stops_the_core_with_the_limit_status() {
-    let path = big_body_file("deadline");
+    let path = big_body_file("deadline", 200_000);
     let run = tlspec(
         &[
             "--json",

@@ -1,0 +1,89 @@
+//! The graph the page draws: the core's layout, trimmed to what the canvas needs.
+
+use serde::Serialize;
+use torchlens_core::layout::{GraphLayout, NodeKind};
+use torchlens_core::model::OpId;
+
+/// One box to draw.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphNode {
+    pub label: String,
+    pub detail: String,
+    /// `module` for a collapsed module call, otherwise the op kind (`Compute`, `Input`, ...).
+    pub kind: String,
+    /// The first op the node stands for, and how many ops it stands for.
+    pub op: OpId,
+    pub count: usize,
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+/// One edge, as a flat polyline `[x0, y0, x1, y1, ...]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphEdge {
+    pub from: u32,
+    pub to: u32,
+    pub points: Vec<f64>,
+}
+
+/// A laid-out graph, ready to draw.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphView {
+    pub width: f64,
+    pub height: f64,
+    pub nodes: Vec<GraphNode>,
+    pub edges: Vec<GraphEdge>,
+}
+
+/// The drawable view of `layout`, and for each of `op_count` ops the node that shows it.
+pub fn graph_view(layout: GraphLayout, op_count: usize) -> (GraphView, Vec<u32>) {
+    let mut node_of_op = vec![u32::MAX; op_count];
+    let nodes = layout
+        .nodes
+        .into_iter()
+        .enumerate()
+        .map(|(index, node)| {
+            for &op in &node.ops {
+                if let Some(slot) = node_of_op.get_mut(op as usize) {
+                    *slot = index as u32;
+                }
+            }
+            let kind = match (node.kind, node.op_kind) {
+                (NodeKind::Module, _) => "module".to_string(),
+                (NodeKind::Op, Some(kind)) => format!("{kind:?}"),
+                (NodeKind::Op, None) => "Compute".to_string(),
+            };
+            GraphNode {
+                label: node.label,
+                detail: node.detail,
+                kind,
+                op: node.ops.first().copied().unwrap_or_default(),
+                count: node.ops.len(),
+                x: node.x,
+                y: node.y,
+                w: node.width,
+                h: node.height,
+            }
+        })
+        .collect();
+    let edges = layout
+        .edges
+        .into_iter()
+        .map(|edge| GraphEdge {
+            from: edge.from,
+            to: edge.to,
+            points: edge.points.into_iter().flat_map(|(x, y)| [x, y]).collect(),
+        })
+        .collect();
+    (
+        GraphView {
+            width: layout.width,
+            height: layout.height,
+            nodes,
+            edges,
+        },
+        node_of_op,
+    )
+}

@@ -6,12 +6,15 @@
 
 use torchlens_core::dtype::Dtype;
 
+/// Widens one element's bytes to `f64`.
+type Widen = fn(&[u8]) -> f64;
+
 /// How to read one element: its size in bytes and the function that widens it.
 #[derive(Clone, Copy)]
 pub struct ElementReader {
     /// Bytes per element.
     pub size: usize,
-    read: fn(&[u8]) -> f64,
+    read: Widen,
     /// True when the number shown is a complex value's magnitude.
     pub magnitude: bool,
 }
@@ -19,7 +22,7 @@ pub struct ElementReader {
 impl ElementReader {
     /// The reader for `dtype`, or `None` for a dtype the viewer cannot read (`Other`).
     pub fn for_dtype(dtype: &Dtype) -> Option<Self> {
-        let (size, read, magnitude): (usize, fn(&[u8]) -> f64, bool) = match dtype {
+        let (size, read, magnitude): (usize, Widen, bool) = match dtype {
             Dtype::Bool => (1, |b| f64::from(u8::from(b[0] != 0)), false),
             Dtype::UInt8 => (1, |b| f64::from(b[0]), false),
             Dtype::Int8 => (1, |b| f64::from(b[0] as i8), false),

@@ -55,7 +55,7 @@ pub fn summarize(
             "read this payload with the Python package instead",
         )
     })?;
-    if bytes.len() as u64 > total_bytes || bytes.len() % reader.size != 0 {
+    if bytes.len() as u64 > total_bytes || !bytes.len().is_multiple_of(reader.size) {
         return Err(WebError::viewer(
             "viewer_payload_length",
             format!(

@@ -108,7 +108,7 @@ function showOverview(overview, name, size) {
   }
   add("replay validation: not stored in .tlspec files (run trace.validate_forward_pass() in Python)", "muted");
   add(`${c.ops} ops · ${c.layers} layers · ${c.modules} modules · ${c.params} params · ${c.saved} saved values`);
-  add(`${(size / 1048576).toFixed(2)} MiB`);
+  add(size < 1048576 ? `${(size / 1024).toFixed(1)} KiB` : `${(size / 1048576).toFixed(1)} MiB`);
   const manifest = overview.manifest.filter(([, value]) => value).map(([k, v]) => `${k}: ${v}`).join(" · ");
   $("manifest").textContent = manifest;
   $("status").replaceChildren(...items);
@@ -168,6 +168,7 @@ async function selectOp(id, { fromGraph = -1 } = {}) {
 
 function clearSearch() {
   state.matches = [];
+  $("search-input").value = "";
   $("search-result").replaceChildren();
   $("search-error").textContent = "";
   graph.highlight([]);
@@ -248,6 +249,11 @@ if (url) {
     );
 }
 
-// For tests and the console: where a node is on screen.
-window.tlViewer = { locate: (label) => graph.locate(label), state };
+// For tests and the console: the drawn nodes, where one is on screen, the current view.
+window.tlViewer = {
+  locate: (label) => graph.locate(label),
+  nodes: () => (graph.graph ? graph.graph.nodes.map(({ label, kind, detail }) => ({ label, kind, detail })) : []),
+  view: () => ({ scale: graph.scale, tx: graph.tx, ty: graph.ty }),
+  state,
+};
 document.body.dataset.state = "empty";

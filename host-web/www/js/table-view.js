@@ -28,6 +28,7 @@ export class TableView {
     this.viewport.append(this.spacer);
     element.append(this.head, this.viewport);
     this.viewport.addEventListener("scroll", () => this.render());
+    new ResizeObserver(() => this.render()).observe(this.viewport);
     this.viewport.addEventListener("click", (event) => {
       const row = event.target.closest("[data-op]");
       if (row) this.onSelect(Number(row.dataset.op));

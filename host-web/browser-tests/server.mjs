@@ -12,11 +12,19 @@ const TYPES = {
   ".tlspec": "application/octet-stream",
 };
 
-export async function serve(root) {
+// `mounts` maps a path prefix (e.g. "/fixtures/") to another folder.
+export async function serve(root, mounts = {}) {
   const server = createServer(async (request, response) => {
-    const path = decodeURIComponent(new URL(request.url, "http://localhost").pathname);
-    const file = normalize(join(root, path.endsWith("/") ? `${path}index.html` : path));
-    if (!file.startsWith(normalize(root) + sep) && file !== normalize(root)) {
+    let path = decodeURIComponent(new URL(request.url, "http://localhost").pathname);
+    let base = root;
+    for (const [prefix, folder] of Object.entries(mounts)) {
+      if (path.startsWith(prefix)) {
+        base = folder;
+        path = `/${path.slice(prefix.length)}`;
+      }
+    }
+    const file = normalize(join(base, path.endsWith("/") ? `${path}index.html` : path));
+    if (!file.startsWith(normalize(base) + sep)) {
       response.writeHead(403).end();
       return;
     }

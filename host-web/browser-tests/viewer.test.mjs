@@ -62,7 +62,7 @@ describe("the browser viewer", () => {
     // hostile files; the Python package writes a real torch trace.
     run("cargo", ["run", "--quiet", "--release", "-p", "torchlens-web", "--example", "fixtures", "--", fixtures]);
     run(join(root, ".venv", "bin", "python"), [join(here, "write_torch_trace.py"), join(fixtures, "torch.tlspec")]);
-    server = await serve(www);
+    server = await serve(www, { "/fixtures/": fixtures });
     const profile = mkdtempSync(join(tmpdir(), "tl-viewer-profile-"));
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -219,6 +219,26 @@ describe("the browser viewer", () => {
     const count = (await nodes()).length;
     await clickNode("block:17");
     assert.equal(await nodeCountChange(count), count + 4);
+  });
+
+  it("shows every op of the 100k-op trace on request", async () => {
+    const started = Date.now();
+    await page.click("#toggle-full");
+    await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) >= 100000, null, { timeout: 60000 });
+    console.log(`# every op of the 100k-op trace laid out and drawn in ${Date.now() - started} ms`);
+    await page.click("#fit");
+    await shot("08-large-every-op");
+    await page.click("#collapse-all");
+    await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) < 100000);
+  });
+
+  it("opens a file named in the address (?file=)", async () => {
+    const other = await context.newPage();
+    other.on("pageerror", (error) => pageErrors.push(String(error)));
+    await other.goto(`${server.url}?file=/fixtures/demo.tlspec`);
+    await other.waitForFunction(() => document.body.dataset.state === "ready");
+    assert.equal(await other.textContent("#file-name"), "demo.tlspec");
+    await other.close();
   });
 
   it("raised no page errors", () => {

@@ -14,6 +14,9 @@ use torchlens_core::query::{summary_rows_in, SummaryRow};
 use torchlens_core::tlspec::{decode_body, parse_header, HeaderInfo};
 use torchlens_core::Trace;
 
+/// Most nodes a graph view may have: more would not draw smoothly in the page.
+pub const MAX_DRAWN_NODES: usize = 300_000;
+
 /// Where the body lies, so the page reads exactly those bytes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BodyRange {
@@ -76,13 +79,35 @@ impl Session {
 
     /// Lays out the collapsed view with `expanded` opened (module addresses or `address:call`
     /// entries), or every op when `full` is set, and remembers which node shows each op.
+    /// A graph of more than [`MAX_DRAWN_NODES`] nodes is refused (`viewer_graph_too_large`):
+    /// the page could not draw it smoothly.
     pub fn layout(&mut self, expanded: Vec<String>, full: bool) -> WebResult<GraphView> {
+        self.layout_within(expanded, full, MAX_DRAWN_NODES)
+    }
+
+    /// [`Session::layout`] with an explicit node limit.
+    pub fn layout_within(
+        &mut self,
+        expanded: Vec<String>,
+        full: bool,
+        max_nodes: usize,
+    ) -> WebResult<GraphView> {
         let view = if full {
             LayoutView::Full
         } else {
             LayoutView::Collapsed { expanded }
         };
         let placed = layout(&self.trace, &view)?;
+        if placed.nodes.len() > max_nodes {
+            return Err(WebError::viewer(
+                "viewer_graph_too_large",
+                format!(
+                    "this view has {} nodes, more than the {max_nodes} the page draws",
+                    placed.nodes.len()
+                ),
+                "collapse modules (Collapse all), open one call at a time, or use the search box and the table",
+            ));
+        }
         let (graph, node_of_op) = graph_view(placed, self.trace.ops.len());
         self.node_of_op = node_of_op;
         Ok(graph)

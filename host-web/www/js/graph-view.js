@@ -63,12 +63,24 @@ export class GraphView {
     this.request();
   }
 
-  // The top of the graph, as large as fits (but never smaller than readable).
+  // The whole graph on screen (however small that makes it).
+  fit() {
+    if (!this.graph) return;
+    if (!this.width) this.resize();
+    const fit = Math.min(this.width / (this.graph.width + 40), this.height / (this.graph.height + 40));
+    this.scale = Math.max(0.0005, Math.min(1, fit));
+    this.tx = (this.width - this.graph.width * this.scale) / 2;
+    this.ty = 20 * this.scale;
+    this.request();
+  }
+
+  // The top of the graph: all of it when it fits readably, else its top at full size.
   home() {
     if (!this.graph) return;
     if (!this.width) this.resize();
     const fit = Math.min(this.width / (this.graph.width + 40), this.height / (this.graph.height + 40));
-    this.scale = Math.max(0.35, Math.min(1, fit));
+    // A graph too big to fit readably starts at full size, at its top.
+    this.scale = fit >= 0.5 ? Math.min(1, fit) : 1;
     this.tx = (this.width - this.graph.width * this.scale) / 2;
     this.ty = 20;
     this.request();
@@ -148,11 +160,18 @@ export class GraphView {
     context.stroke();
 
     const text = this.scale >= 0.45;
+    // Far out, boxes are plain rectangles: tens of thousands of them still draw in a frame.
+    const plain = this.scale < 0.15;
     context.font = "12px ui-monospace, monospace";
     context.textBaseline = "middle";
     this.graph.nodes.forEach((node, index) => {
       if (!visible(node.x, node.y, node.x + node.w, node.y + node.h)) return;
       const [fill, stroke] = COLORS[node.kind] || COLORS.Compute;
+      if (plain && index !== this.selected && !this.highlighted.has(index)) {
+        context.fillStyle = stroke;
+        context.fillRect(node.x, node.y, node.w, node.h);
+        return;
+      }
       context.fillStyle = this.highlighted.has(index) ? "#fff3b0" : fill;
       context.strokeStyle = index === this.selected ? "#d9480f" : stroke;
       context.lineWidth = (index === this.selected ? 3 : 1) / Math.max(this.scale, 0.5);
@@ -218,7 +237,7 @@ export class GraphView {
         const px = event.clientX - box.left;
         const py = event.clientY - box.top;
         const factor = Math.exp(-event.deltaY * 0.0015);
-        const scale = Math.min(4, Math.max(0.01, this.scale * factor));
+        const scale = Math.min(4, Math.max(0.0005, this.scale * factor));
         this.tx = px - ((px - this.tx) * scale) / this.scale;
         this.ty = py - ((py - this.ty) * scale) / this.scale;
         this.scale = scale;

@@ -78,6 +78,10 @@ async function openBlob(blob, name) {
     showError(error, name);
     $("file-name").textContent = name;
     $("status").replaceChildren();
+    $("manifest").textContent = "";
+    $("timing").textContent = "";
+    $("graph-info").textContent = "";
+    clearSearch();
     table.reset(0);
     graph.show({ width: 0, height: 0, nodes: [], edges: [] });
     panel.clear("No file open.");
@@ -224,7 +228,8 @@ $("search-form").addEventListener("submit", (event) => {
   event.preventDefault();
   search($("search-input").value);
 });
-$("fit").addEventListener("click", () => graph.home());
+$("fit").addEventListener("click", () => graph.fit());
+$("top").addEventListener("click", () => graph.home());
 $("collapse-all").addEventListener("click", () => {
   state.expanded = [];
   state.full = false;

@@ -218,7 +218,21 @@ describe("the browser viewer", () => {
     }, ops - 1);
     const count = (await nodes()).length;
     await clickNode("block:17");
-    assert.equal(await nodeCountChange(count), count + 4);
+    const opened = await nodeCountChange(count);
+    assert.equal(opened, count + 4);
+
+    // Search, pick a match inside a collapsed call, and open its modules to show it.
+    await page.fill("#search-input", "func:relu & in_module:block:500");
+    await page.press("#search-input", "Enter");
+    await page.waitForFunction(() => document.getElementById("search-count")?.textContent === "1 op matches");
+    const match = page.locator("#search-result button.op-link").first();
+    const label = await match.textContent();
+    await match.click();
+    await page.waitForFunction((name) => document.getElementById("op-label")?.textContent === name, label);
+    await page.click("text=Show in graph");
+    assert.equal(await nodeCountChange(opened), opened + 4);
+    assert.ok(await page.evaluate((name) => window.tlViewer.locate(name) !== null, label));
+    await shot("08-large-revealed");
   });
 
   it("shows every op of the 100k-op trace on request", async () => {
@@ -227,7 +241,7 @@ describe("the browser viewer", () => {
     await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) >= 100000, null, { timeout: 60000 });
     console.log(`# every op of the 100k-op trace laid out and drawn in ${Date.now() - started} ms`);
     await page.click("#fit");
-    await shot("08-large-every-op");
+    await shot("09-large-every-op");
     await page.click("#collapse-all");
     await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) < 100000);
   });

@@ -187,7 +187,7 @@ async function search(expression) {
     graph.highlight(result.nodes);
     const count = document.createElement("p");
     count.id = "search-count";
-    count.textContent = `${result.count} ops match` +
+    count.textContent = (result.count === 1 ? "1 op matches" : `${result.count} ops match`) +
       (result.count > result.listed.length ? ` (first ${result.listed.length} listed)` : "");
     const list = document.createElement("div");
     list.className = "matches";

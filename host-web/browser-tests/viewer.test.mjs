@@ -255,6 +255,20 @@ describe("the browser viewer", () => {
     await other.close();
   });
 
+  it("stops an open that runs past its deadline and keeps the page working", async () => {
+    const other = await context.newPage();
+    other.on("pageerror", (error) => pageErrors.push(String(error)));
+    // Decoding and laying out 100k ops takes far longer than 5 ms: the watchdog must fire.
+    await other.goto(`${server.url}?open-deadline-ms=5`);
+    await other.waitForFunction(() => document.body.dataset.state === "empty");
+    await other.setInputFiles("#file-input", join(fixtures, "large.tlspec"));
+    await other.waitForFunction(() => document.body.dataset.state === "error");
+    assert.equal(await other.textContent("#error-code"), "viewer_timeout");
+    assert.equal(await other.evaluate(() => 1 + 1), 2, "the page still answers");
+    await other.screenshot({ path: join(shots, "10-deadline.png") });
+    await other.close();
+  });
+
   it("raised no page errors", () => {
     assert.deepEqual(pageErrors, []);
   });

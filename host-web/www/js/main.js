@@ -8,6 +8,9 @@ import { TableView } from "./table-view.js";
 const $ = (id) => document.getElementById(id);
 const client = new CoreClient(new URL("./worker.js", import.meta.url));
 const state = { expanded: [], full: false, opCount: 0, matches: [], open: false };
+const params = new URL(location.href).searchParams;
+// How long opening a file may take before the worker is stopped (`?open-deadline-ms=`).
+const OPEN_DEADLINE_MS = Number(params.get("open-deadline-ms")) || 30000;
 
 const graph = new GraphView($("graph"), {
   onNodeClick: (node, index) => {
@@ -56,7 +59,7 @@ async function openBlob(blob, name) {
   setBusy(`Checking ${name}…`);
   state.open = false;
   try {
-    const opened = await client.call("open", { blob }, { timeoutMs: 30000 });
+    const opened = await client.call("open", { blob }, { timeoutMs: OPEN_DEADLINE_MS });
     state.open = true;
     state.expanded = [];
     state.full = false;
@@ -241,7 +244,7 @@ $("toggle-full").addEventListener("click", () => {
 });
 
 // `?file=URL` opens a file the page's server offers (how `tlspec view FILE` can open one).
-const url = new URL(location.href).searchParams.get("file");
+const url = params.get("file");
 if (url) {
   fetch(url)
     .then((response) => {

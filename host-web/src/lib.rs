@@ -12,6 +12,8 @@
 //! The page itself is in `host-web/www/`; `scripts/build-web.sh` builds this crate for
 //! `wasm32-unknown-unknown` and runs `wasm-bindgen` into `host-web/www/pkg/`.
 
+#![warn(missing_docs)]
+
 pub mod bindings;
 pub mod error;
 #[cfg(not(target_arch = "wasm32"))]

@@ -20,7 +20,9 @@ pub const MAX_DRAWN_NODES: usize = 300_000;
 /// Where the body lies, so the page reads exactly those bytes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BodyRange {
+    /// Absolute file offset of the body.
     pub offset: u64,
+    /// Length of the body in bytes.
     pub length: u64,
 }
 
@@ -37,6 +39,7 @@ pub fn body_range(header: &[u8], file_length: u64) -> WebResult<BodyRange> {
 /// A graph view and the node each op is drawn in.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LaidOut {
+    /// The graph to draw.
     pub graph: GraphView,
     /// Per op, the index of the node that shows it.
     pub node_of_op: Vec<u32>,

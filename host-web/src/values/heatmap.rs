@@ -13,10 +13,13 @@ pub struct Heatmap {
     pub slice: String,
     /// Rows and columns of the value's slice.
     pub height: u64,
+    /// Columns of the value's slice.
     pub width: u64,
     /// Rows and columns of the grid.
     pub rows: usize,
+    /// Columns of the grid.
     pub cols: usize,
+    /// Cell means, row-major (`rows` × `cols`).
     pub cells: Vec<Option<f64>>,
 }
 

@@ -29,14 +29,19 @@ pub fn read_length(dtype: &Dtype, length: u64) -> u64 {
 /// The summary of one saved value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ValueSummary {
+    /// The value's logical dtype.
     pub dtype: String,
+    /// The value's logical shape.
     pub shape: Vec<u64>,
     /// Elements the value has, and how many were read (fewer for values over the read cap).
     pub elements_total: u64,
+    /// Elements read (fewer than `elements_total` for values over the read cap).
     pub elements_read: u64,
     /// True for complex values: the numbers are magnitudes.
     pub magnitude: bool,
+    /// Statistics and histogram of the elements read.
     pub statistics: Statistics,
+    /// A picture of 2-D and image-like values.
     pub heatmap: Option<Heatmap>,
 }
 

@@ -12,24 +12,35 @@ pub struct Statistics {
     pub count: u64,
     /// Finite elements (the moments, min, max and histogram cover these only).
     pub finite: u64,
+    /// NaN elements.
     pub nan: u64,
+    /// +inf elements.
     pub positive_infinite: u64,
+    /// -inf elements.
     pub negative_infinite: u64,
+    /// Elements equal to zero.
     pub zeros: u64,
-    /// `None` when no element is finite.
+    /// Smallest finite element; this and the other moments are `None` when no element is
+    /// finite.
     pub min: Option<f64>,
+    /// Largest finite element.
     pub max: Option<f64>,
+    /// Mean of the finite elements.
     pub mean: Option<f64>,
     /// Population standard deviation.
     pub std: Option<f64>,
+    /// Histogram of the finite elements.
     pub histogram: Histogram,
 }
 
 /// Equal-width bins from `low` to `high`; the last bin includes `high`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Histogram {
+    /// Lower edge of the first bin (the smallest finite element).
     pub low: f64,
+    /// Upper edge of the last bin (the largest finite element).
     pub high: f64,
+    /// Elements per bin.
     pub counts: Vec<u64>,
 }
 

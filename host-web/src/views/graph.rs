@@ -7,33 +7,47 @@ use torchlens_core::model::OpId;
 /// One box to draw.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GraphNode {
+    /// The op's label, or `address:call` for a module box.
     pub label: String,
+    /// Function and shape of an op, class and op count of a box.
     pub detail: String,
     /// `module` for a collapsed module call, otherwise the op kind (`Compute`, `Input`, ...).
     pub kind: String,
-    /// The first op the node stands for, and how many ops it stands for.
+    /// The first op the node stands for.
     pub op: OpId,
+    /// How many ops the node stands for.
     pub count: usize,
+    /// Left edge.
     pub x: f64,
+    /// Top edge.
     pub y: f64,
+    /// Width.
     pub w: f64,
+    /// Height.
     pub h: f64,
 }
 
 /// One edge, as a flat polyline `[x0, y0, x1, y1, ...]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GraphEdge {
+    /// Index of the node the edge leaves.
     pub from: u32,
+    /// Index of the node the edge enters.
     pub to: u32,
+    /// The polyline, `[x0, y0, x1, y1, ...]`.
     pub points: Vec<f64>,
 }
 
 /// A laid-out graph, ready to draw.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GraphView {
+    /// Width of the drawing.
     pub width: f64,
+    /// Height of the drawing.
     pub height: f64,
+    /// Boxes, in capture order of their first op.
     pub nodes: Vec<GraphNode>,
+    /// Edges between boxes.
     pub edges: Vec<GraphEdge>,
 }
 

@@ -11,7 +11,9 @@ use torchlens_core::Trace;
 /// An op another op points at, so the panel can link to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OpRef {
+    /// The other op's id.
     pub id: OpId,
+    /// The other op's label.
     pub label: String,
     /// The argument position the edge fed.
     pub position: u32,
@@ -20,47 +22,72 @@ pub struct OpRef {
 /// Where an op's saved value lies in the file and how much of it the page reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PayloadView {
+    /// Absolute file offset of the first byte.
     pub offset: u64,
+    /// Length in bytes.
     pub length: u64,
     /// Bytes to read for the summary (whole elements, at most [`crate::values::MAX_READ_BYTES`]).
     pub read_length: u64,
+    /// The safetensors dtype it is stored as.
     pub storage_dtype: String,
+    /// The stored shape (`[nbytes]` for values stored as bits).
     pub stored_shape: Vec<u64>,
 }
 
 /// Everything the op panel shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OpDetail {
+    /// The op's id (its index in capture order).
     pub id: OpId,
+    /// The op's label (`relu_1_3:2`).
     pub label: String,
+    /// The label of its layer.
     pub layer_label: String,
+    /// Which pass of its layer the op is (1-based).
     pub pass: u32,
+    /// How many passes its layer ran.
     pub num_passes: usize,
+    /// The function as reported (`__radd__`).
     pub func_name: String,
+    /// The function's normalized type (`add`).
     pub op_type: String,
+    /// The op kind (`Compute`, `Input`, ...).
     pub kind: String,
+    /// For inputs and outputs their path in the call, for buffers their address.
     pub name: Option<String>,
     /// Module calls from the innermost to the root, as `address:call` (the root is `self`).
     pub module_stack: Vec<String>,
     /// Class of the innermost module.
     pub module_class: String,
+    /// Shape as `(2, 3)`.
     pub shape: String,
+    /// Dtype name.
     pub dtype: String,
+    /// Position among the outputs of a multi-output op.
     pub output_index: Option<u32>,
+    /// Whether the op wrote into its first argument.
     pub in_place: bool,
+    /// The ops it read.
     pub parents: Vec<OpRef>,
+    /// The ops that read it.
     pub children: Vec<OpRef>,
     /// Addresses and shapes of the parameters the op read.
     pub params: Vec<(String, String)>,
+    /// Non-tensor arguments, as text.
     pub attributes: Vec<(String, String)>,
     /// `file:line (function)` where the op was called from, when recorded.
     pub source: Option<String>,
+    /// The op's stable site key.
     pub site: String,
-    /// Hop distances `[min, max]` from any input and to any output, when recorded.
+    /// Hop distances `[min, max]` from any input, when recorded.
     pub from_input: Option<(Option<u32>, Option<u32>)>,
+    /// Hop distances `[min, max]` to any output, when recorded.
     pub to_output: Option<(Option<u32>, Option<u32>)>,
+    /// Edits applied to the value during capture.
     pub edits: Vec<String>,
+    /// Backend-specific facts.
     pub extras: Vec<(String, String)>,
+    /// Where its saved value lies, when the file holds one.
     pub payload: Option<PayloadView>,
 }
 

@@ -8,12 +8,19 @@ use torchlens_core::Trace;
 /// Sizes of the trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Ops.
     pub ops: usize,
+    /// Layers.
     pub layers: usize,
+    /// Modules (the root included).
     pub modules: usize,
+    /// Module calls (the root call included).
     pub module_calls: usize,
+    /// Parameters.
     pub params: usize,
+    /// Model inputs.
     pub inputs: usize,
+    /// Model outputs.
     pub outputs: usize,
     /// Ops whose value the file holds.
     pub saved: usize,
@@ -24,9 +31,11 @@ pub struct Counts {
 pub struct CaptureView {
     /// False when the capture may be incomplete; `reason` then says why.
     pub verified: bool,
+    /// Why the capture may be incomplete.
     pub reason: Option<String>,
     /// Set when capture stopped early: why, and the labels of the ops it stopped at.
     pub stop_reason: Option<String>,
+    /// Labels of the ops capture stopped at.
     pub frontier: Vec<String>,
 }
 
@@ -35,13 +44,19 @@ pub struct CaptureView {
 pub struct Overview {
     /// The core version that checked the file.
     pub core_version: &'static str,
+    /// File size in bytes.
     pub file_length: u64,
+    /// Header JSON size in bytes.
     pub header_length: u64,
+    /// Trace body size in bytes.
     pub body_length: u64,
+    /// Bytes of saved values.
     pub payload_bytes: u64,
     /// The manifest as `key, value` pairs in a fixed order, then any extra keys.
     pub manifest: Vec<(String, String)>,
+    /// Sizes of the trace.
     pub counts: Counts,
+    /// The capture status.
     pub capture: CaptureView,
     /// Trace-level backend facts.
     pub extras: Vec<(String, String)>,

@@ -246,6 +246,20 @@ describe("the browser viewer", () => {
     await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) < 100000);
   });
 
+  it("opens a file dropped on the page", async () => {
+    const bytes = Array.from(readFileSync(join(fixtures, "demo.tlspec")));
+    const drop = await page.evaluateHandle((data) => {
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([new Uint8Array(data)], "dropped.tlspec"));
+      return transfer;
+    }, bytes);
+    await page.dispatchEvent("body", "dragover", { dataTransfer: drop });
+    await page.dispatchEvent("body", "drop", { dataTransfer: drop });
+    await page.waitForFunction(() => document.body.dataset.state === "ready"
+      && document.getElementById("file-name").textContent === "dropped.tlspec");
+    assert.equal(await page.evaluate(() => window.tlViewer.state.opCount), 14);
+  });
+
   it("opens a file named in the address (?file=)", async () => {
     const other = await context.newPage();
     other.on("pageerror", (error) => pageErrors.push(String(error)));

@@ -176,6 +176,16 @@ describe("the browser viewer", () => {
     assert.ok(await page.isHidden("#error"));
   });
 
+  it("says when a capture stopped early or may be incomplete", async () => {
+    assert.equal(await openFile(join(fixtures, "stopped.tlspec")), "ready");
+    assert.equal(
+      await page.textContent("#capture-status"),
+      "capture may be incomplete: capture stopped before the model returned",
+    );
+    assert.match(await page.textContent("#status"), /stopped early: stop_after reached \(at \S+\)/);
+    await shot("06-stopped-capture");
+  });
+
   it("opens a trace written by the Python package and shows an image-like value", async () => {
     assert.equal(await openFile(join(fixtures, "torch.tlspec")), "ready");
     const boxes = (await nodes()).filter((node) => node.kind === "module").map((node) => node.label);
@@ -195,7 +205,7 @@ describe("the browser viewer", () => {
     assert.match(panel, /heatmap \[0, 0, :, :\] \(16×16\)/);
     assert.match(panel, /source\s*\S+\.py:\d+/, "torch records the source line");
     await page.locator("#heatmap").scrollIntoViewIfNeeded();
-    await shot("06-torch-trace");
+    await shot("07-torch-trace");
   });
 
   it("opens a 100k-op trace quickly and stays usable", async () => {
@@ -208,7 +218,7 @@ describe("the browser viewer", () => {
     writeFileSync(join(shots, "first-render.json"), JSON.stringify({ ops, firstRenderMs: firstRender, wallMs: wall }, null, 2));
     console.log(`# time to first render of a ${ops}-op trace: ${firstRender.toFixed(0)} ms in the page (${wall} ms wall)`);
     assert.ok(firstRender < 2000, `first render took ${firstRender} ms`);
-    await shot("07-large-trace");
+    await shot("08-large-trace");
 
     // The table is virtualised: the last row comes on demand.
     await page.$eval(".table-viewport", (element) => { element.scrollTop = element.scrollHeight; });
@@ -232,7 +242,7 @@ describe("the browser viewer", () => {
     await page.click("text=Show in graph");
     assert.equal(await nodeCountChange(opened), opened + 4);
     assert.ok(await page.evaluate((name) => window.tlViewer.locate(name) !== null, label));
-    await shot("08-large-revealed");
+    await shot("09-large-revealed");
   });
 
   it("shows every op of the 100k-op trace on request", async () => {
@@ -241,7 +251,7 @@ describe("the browser viewer", () => {
     await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) >= 100000, null, { timeout: 60000 });
     console.log(`# every op of the 100k-op trace laid out and drawn in ${Date.now() - started} ms`);
     await page.click("#fit");
-    await shot("09-large-every-op");
+    await shot("10-large-every-op");
     await page.click("#collapse-all");
     await page.waitForFunction(() => Number(document.getElementById("graph").dataset.nodes) < 100000);
   });
@@ -279,7 +289,7 @@ describe("the browser viewer", () => {
     await other.waitForFunction(() => document.body.dataset.state === "error");
     assert.equal(await other.textContent("#error-code"), "viewer_timeout");
     assert.equal(await other.evaluate(() => 1 + 1), 2, "the page still answers");
-    await other.screenshot({ path: join(shots, "10-deadline.png") });
+    await other.screenshot({ path: join(shots, "11-deadline.png") });
     await other.close();
   });
 

@@ -1,6 +1,6 @@
 //! Test files for the viewer, written with the core's own encoder from the built-in demo model
-//! (native builds only): a small trace with every value saved, a trace of 100k+ ops, and
-//! broken or hostile files.
+//! (native builds only): a small trace with every value saved, one stopped early, a trace of
+//! 100k+ ops, and broken or hostile files.
 
 use std::collections::HashMap;
 use torchlens_core::demo_model::{demo_events, synthetic_events};
@@ -43,7 +43,24 @@ fn values(slot: u64, elements: usize) -> Vec<u8> {
 
 /// The demo model's trace with every value saved, as a `.tlspec` file.
 pub fn demo_file() -> CoreResult<Vec<u8>> {
-    let trace = build(demo_events())?;
+    encode_all(&build(demo_events())?, "demo model, every value saved")
+}
+
+/// The demo model's run cut off halfway, as `stop_after=` leaves it: stopped early at its last
+/// op and marked unverified, every value saved.
+pub fn stopped_file() -> CoreResult<Vec<u8>> {
+    let events = demo_events();
+    let mut builder = TraceBuilder::new(TraceOptions::default());
+    builder.ingest(events.into_iter().take(20))?;
+    let last = builder.partial().ops.len().saturating_sub(1) as u32;
+    builder.mark_stopped("stop_after reached".to_string(), vec![last]);
+    builder.mark_unverified("capture stopped before the model returned".to_string());
+    let trace = builder.finish()?;
+    encode_all(&trace, "demo model, stopped early")
+}
+
+/// Encodes `trace` with generated values for every payload it refers to.
+fn encode_all(trace: &Trace, note: &str) -> CoreResult<Vec<u8>> {
     let payloads: HashMap<u64, Vec<u8>> = trace
         .ops
         .iter()
@@ -52,7 +69,7 @@ pub fn demo_file() -> CoreResult<Vec<u8>> {
             Some((op.payload?, values(op.payload?, elements as usize)))
         })
         .collect();
-    encode_with_payloads(&trace, &manifest("demo model, every value saved"), |slot| {
+    encode_with_payloads(trace, &manifest(note), |slot| {
         payloads.get(&slot).map(Vec::as_slice)
     })
 }

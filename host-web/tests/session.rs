@@ -2,7 +2,7 @@
 //! for, answered natively by the same code the browser runs.
 
 use torchlens_core::tlspec::header_length;
-use torchlens_web::fixtures::{demo_file, hostile_files, large_file};
+use torchlens_web::fixtures::{demo_file, hostile_files, large_file, stopped_file};
 use torchlens_web::session::body_range;
 use torchlens_web::{Session, WebError};
 
@@ -43,6 +43,20 @@ fn the_demo_file_opens_with_its_overview_and_rows() {
     assert_eq!(rows.len(), 5);
     assert_eq!(rows[0].label, session.trace().ops[0].label);
     assert!(session.rows(10_000, 5).is_empty());
+}
+
+#[test]
+fn a_stopped_capture_says_so() {
+    let session = open(&stopped_file().unwrap()).unwrap();
+    let capture = session.overview().capture;
+    assert!(!capture.verified);
+    assert_eq!(
+        capture.reason.as_deref(),
+        Some("capture stopped before the model returned")
+    );
+    assert_eq!(capture.stop_reason.as_deref(), Some("stop_after reached"));
+    let last = session.trace().ops.last().unwrap().label.clone();
+    assert_eq!(capture.frontier, [last]);
 }
 
 #[test]

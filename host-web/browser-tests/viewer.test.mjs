@@ -57,6 +57,7 @@ async function shot(name) {
 describe("the browser viewer", () => {
   before(async () => {
     assert.ok(existsSync(join(www, "pkg", "torchlens_web_bg.wasm")), "build the viewer first: scripts/build-web.sh");
+    rmSync(shots, { recursive: true, force: true });
     mkdirSync(shots, { recursive: true });
     // The traces the tests open: the core's encoder writes the demo, the 100k-op and the
     // hostile files; the Python package writes a real torch trace.

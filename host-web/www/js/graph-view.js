@@ -68,7 +68,7 @@ export class GraphView {
     if (!this.graph) return;
     if (!this.width) this.resize();
     const fit = Math.min(this.width / (this.graph.width + 40), this.height / (this.graph.height + 40));
-    this.scale = Math.max(0.0005, Math.min(1, fit));
+    this.scale = Math.max(0.0001, Math.min(1, fit));
     this.tx = (this.width - this.graph.width * this.scale) / 2;
     this.ty = 20 * this.scale;
     this.request();
@@ -147,7 +147,8 @@ export class GraphView {
     const bottom = top + this.height / this.scale;
     const visible = (x0, y0, x1, y1) => x1 >= left && x0 <= right && y1 >= top && y0 <= bottom;
 
-    context.lineWidth = 1 / Math.max(this.scale, 0.5);
+    // One screen pixel however far out.
+    context.lineWidth = 1 / this.scale;
     context.strokeStyle = "#9aa3ad";
     context.beginPath();
     this.graph.edges.forEach((edge, index) => {
@@ -167,9 +168,13 @@ export class GraphView {
     this.graph.nodes.forEach((node, index) => {
       if (!visible(node.x, node.y, node.x + node.w, node.y + node.h)) return;
       const [fill, stroke] = COLORS[node.kind] || COLORS.Compute;
-      if (plain && index !== this.selected && !this.highlighted.has(index)) {
+      if (plain) {
+        // At least 2 screen pixels, so even a fitted graph of 100k nodes shows its shape;
+        // selected and highlighted nodes come after, larger, on top.
+        if (index === this.selected || this.highlighted.has(index)) return;
+        const least = 2 / this.scale;
         context.fillStyle = stroke;
-        context.fillRect(node.x, node.y, node.w, node.h);
+        context.fillRect(node.x, node.y, Math.max(node.w, least), Math.max(node.h, least));
         return;
       }
       context.fillStyle = this.highlighted.has(index) ? "#fff3b0" : fill;
@@ -187,6 +192,19 @@ export class GraphView {
         context.fillText(node.detail, node.x + 10, node.y + node.h * 0.7, node.w - 14);
       }
     });
+    if (plain) {
+      const least = 8 / this.scale;
+      const marks = [...this.highlighted].filter((index) => index !== this.selected);
+      if (this.selected >= 0) marks.push(this.selected);
+      for (const index of marks) {
+        const node = this.graph.nodes[index];
+        if (!node) continue;
+        context.fillStyle = index === this.selected ? "#d9480f" : "#e6a700";
+        const w = Math.max(node.w, least);
+        const h = Math.max(node.h, least);
+        context.fillRect(node.x + node.w / 2 - w / 2, node.y + node.h / 2 - h / 2, w, h);
+      }
+    }
     this.frames += 1;
     this.canvas.dataset.frames = String(this.frames);
     if (this.onFirstFrame) {
@@ -237,7 +255,7 @@ export class GraphView {
         const px = event.clientX - box.left;
         const py = event.clientY - box.top;
         const factor = Math.exp(-event.deltaY * 0.0015);
-        const scale = Math.min(4, Math.max(0.0005, this.scale * factor));
+        const scale = Math.min(4, Math.max(0.0001, this.scale * factor));
         this.tx = px - ((px - this.tx) * scale) / this.scale;
         this.ty = py - ((py - this.ty) * scale) / this.scale;
         this.scale = scale;

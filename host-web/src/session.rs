@@ -26,10 +26,29 @@ pub struct BodyRange {
     pub length: u64,
 }
 
+/// Largest trace body the page reads (the body is copied into the core's 32-bit memory, so
+/// it must leave room for the decoded trace).
+pub const MAX_BODY_BYTES: u64 = 1 << 30;
+
 /// Parses the header (8 length bytes and the JSON) of a file of `file_length` bytes and says
-/// where its body lies.
+/// where its body lies. A body over [`MAX_BODY_BYTES`] is refused (`viewer_body_too_large`).
 pub fn body_range(header: &[u8], file_length: u64) -> WebResult<BodyRange> {
+    body_range_within(header, file_length, MAX_BODY_BYTES)
+}
+
+/// [`body_range`] with an explicit body limit.
+pub fn body_range_within(header: &[u8], file_length: u64, max_body: u64) -> WebResult<BodyRange> {
     let info = parse_header(header, file_length)?;
+    if info.body_length > max_body {
+        return Err(WebError::viewer(
+            "viewer_body_too_large",
+            format!(
+                "the trace body is {} bytes; the browser viewer reads at most {max_body}",
+                info.body_length
+            ),
+            "open the file with the tlspec CLI or the Python package",
+        ));
+    }
     Ok(BodyRange {
         offset: info.body_offset,
         length: info.body_length,

@@ -3,7 +3,7 @@
 
 use torchlens_core::tlspec::header_length;
 use torchlens_web::fixtures::{demo_file, hostile_files, large_file, stopped_file};
-use torchlens_web::session::body_range;
+use torchlens_web::session::{body_range, body_range_within};
 use torchlens_web::{Session, WebError};
 
 /// Opens a file the way the page's worker does: length, header, body range, then the body.
@@ -150,6 +150,16 @@ fn broken_and_hostile_files_fail_with_their_codes() {
         assert!(error.code.starts_with(code), "{name}: {error}");
         assert!(!error.remedy.is_empty());
     }
+}
+
+#[test]
+fn a_body_too_large_for_the_browser_is_refused_before_it_is_read() {
+    let file = demo_file().unwrap();
+    let json = header_length(&file).unwrap() as usize;
+    let header = &file[..8 + json];
+    let range = body_range(header, file.len() as u64).unwrap();
+    let error = body_range_within(header, file.len() as u64, range.length - 1).unwrap_err();
+    assert_eq!(error.code, "viewer_body_too_large");
 }
 
 #[test]

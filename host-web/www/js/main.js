@@ -135,6 +135,11 @@ async function relayout(keep = true) {
     const view = await client.call("layout", { expanded: state.expanded, full: state.full }, { timeoutMs: 60000 });
     graph.show(view, { keep });
     updateGraphBar(view);
+    // Keep the selected op selected in the new view.
+    if (panel.current !== null) {
+      const [node] = await client.call("nodesOf", { ops: [panel.current] });
+      if (node !== undefined) graph.select(node);
+    }
     if (state.matches.length) graph.highlight(await client.call("nodesOf", { ops: state.matches }));
   } catch (error) {
     showError(error);

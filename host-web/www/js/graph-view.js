@@ -15,6 +15,7 @@ const COLORS = {
 export class GraphView {
   constructor(canvas, { onNodeClick }) {
     this.canvas = canvas;
+    this.edgesOf = new Map();
     this.context = canvas.getContext("2d");
     this.onNodeClick = onNodeClick;
     this.graph = null;
@@ -55,6 +56,13 @@ export class GraphView {
         y1 = Math.max(y1, edge.points[i + 1]);
       }
       return [x0, y0, x1, y1];
+    });
+    this.edgesOf = new Map();
+    graph.edges.forEach((edge, index) => {
+      for (const node of [edge.from, edge.to]) {
+        if (!this.edgesOf.has(node)) this.edgesOf.set(node, []);
+        this.edgesOf.get(node).push(index);
+      }
     });
     this.selected = -1;
     this.highlighted = new Set();
@@ -159,6 +167,18 @@ export class GraphView {
       for (let i = 2; i < p.length; i += 2) context.lineTo(p[i], p[i + 1]);
     });
     context.stroke();
+    // The selected node's edges, on top: where its inputs come from and its outputs go.
+    if (this.selected >= 0) {
+      context.strokeStyle = "#d9480f";
+      context.lineWidth = 2 / this.scale;
+      context.beginPath();
+      for (const index of this.edgesOf.get(this.selected) || []) {
+        const p = this.graph.edges[index].points;
+        context.moveTo(p[0], p[1]);
+        for (let i = 2; i < p.length; i += 2) context.lineTo(p[i], p[i + 1]);
+      }
+      context.stroke();
+    }
 
     const text = this.scale >= 0.45;
     // Far out, boxes are plain rectangles: tens of thousands of them still draw in a frame.
@@ -232,7 +252,13 @@ export class GraphView {
       canvas.setPointerCapture(event.pointerId);
     });
     canvas.addEventListener("pointermove", (event) => {
-      if (!drag) return;
+      if (!drag) {
+        // The whole label and detail of the node under the pointer, for truncated text.
+        const index = this.nodeAt(event.clientX, event.clientY);
+        const node = index >= 0 ? this.graph.nodes[index] : null;
+        canvas.title = node ? `${node.label}\n${node.detail}` : "";
+        return;
+      }
       const dx = event.clientX - drag.x;
       const dy = event.clientY - drag.y;
       if (Math.abs(dx) + Math.abs(dy) > 4) drag.moved = true;

@@ -135,6 +135,9 @@ export class OpPanel {
     }
     root.replaceChildren(...children.filter(Boolean));
     drawHistogram(histogram, stats.histogram);
-    if (heatmap) drawHeatmap(heatmap, summary.heatmap);
+    if (heatmap) {
+      const legend = drawHeatmap(heatmap, summary.heatmap);
+      heatmap.after(element("p", { class: "hint", id: "heatmap-legend" }, legend));
+    }
   }
 }

@@ -1,5 +1,6 @@
 // Pictures of a saved value: a histogram of its finite elements and, for 2-D and image-like
-// values, a heatmap of its first slice (diverging colors around zero when it has both signs).
+// values, a heatmap of its first slice (diverging colors around zero when it has both signs;
+// cells with no finite element are magenta).
 
 export function drawHistogram(canvas, histogram) {
   const context = canvas.getContext("2d");
@@ -46,6 +47,9 @@ export function drawHeatmap(canvas, heatmap) {
   context.clearRect(0, 0, canvas.width, canvas.height);
   const scale = Math.min(canvas.width / cols, canvas.height / rows);
   context.drawImage(scratch, 0, 0, cols * scale, rows * scale);
+  return diverging
+    ? `blue below zero, red above, full color at ±${format(span)}`
+    : `dark ${format(low)} to bright ${format(high)}`;
 }
 
 function mix(a, b, t) {

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: setup setup-python component python-package demo demo-core test test-rust test-python lint fuzz-smoke bench benchmark-python benchmark-cli
+.PHONY: setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench benchmark-python benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -11,6 +11,13 @@ setup-python:
 
 component: setup
 	./scripts/build-component.sh
+
+setup-web: setup
+	./scripts/setup-web.sh
+
+## web: builds the browser viewer (host-web/www/, with the core in host-web/www/pkg/).
+web: setup-web
+	./scripts/build-web.sh
 
 ## Builds and installs the torchlens wheel into .venv the way a user does: `pip install .`
 ## (maturin builds the pyo3 extension and, through host-python/build.rs, the core component).
@@ -27,8 +34,9 @@ demo-core: component
 	cargo run --quiet -p torchlens-host-runtime --example demo -- out/demo-core
 
 ## test: build everything and run every test (Rust unit and integration tests, the component
-## under wasmtime, the Python package on real torch models), then the format and lint checks.
-test: test-rust test-python lint fuzz-smoke
+## under wasmtime, the Python package on real torch models, the viewer in chromium, the CLI on
+## hostile files), then the format and lint checks and a short fuzz run.
+test: test-rust test-python test-web lint fuzz-smoke
 
 test-rust: component setup-python
 	cargo test --workspace --exclude torchlens-python
@@ -41,14 +49,21 @@ test-python: python-package
 fuzz-smoke: setup
 	./scripts/fuzz.sh 20
 
+## test-web: the viewer in Debian's chromium, driven by playwright-core: opens traces written
+## by the core and by the Python package, and hostile files; screenshots and the 100k-op
+## first-render time land in out/viewer-screenshots/.
+test-web: web python-package
+	cd host-web && npm test
+
 lint: setup-python
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
 	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
-	$(PYTHON) -m ruff check host-python backends benchmarks
-	$(PYTHON) -m ruff format --check host-python backends benchmarks
+	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
+	$(PYTHON) -m ruff check host-python backends benchmarks host-web/browser-tests
+	$(PYTHON) -m ruff format --check host-python backends benchmarks host-web/browser-tests
 
 ## bench: criterion benchmarks, native and through the component.
 bench: component

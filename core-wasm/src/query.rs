@@ -21,12 +21,17 @@ pub struct SummaryRow {
 
 /// Summary rows for every op, in capture order.
 pub fn summary_rows(trace: &Trace) -> Vec<SummaryRow> {
-    trace
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(index, op)| SummaryRow {
-            op: index as OpId,
+    summary_rows_in(trace, 0, trace.ops.len() as u32)
+}
+
+/// Summary rows for ops `start .. start + count`, clipped to the trace (hosts that page
+/// through a large trace, like the viewer's table, ask for one window at a time).
+pub fn summary_rows_in(trace: &Trace, start: OpId, count: u32) -> Vec<SummaryRow> {
+    let end = start.saturating_add(count).min(trace.ops.len() as u32);
+    (start..end)
+        .filter_map(|id| Some((id, trace.ops.get(id as usize)?)))
+        .map(|(id, op)| SummaryRow {
+            op: id,
             label: op.label.clone(),
             func_name: trace.func_name(op).to_string(),
             module: trace.call_name(op.module_call),

@@ -4,7 +4,7 @@
 use torchlens_core::demo_model::demo_events;
 use torchlens_core::events::EventBatch;
 use torchlens_core::model::{OpKind, TraceOptions};
-use torchlens_core::query::{ancestors, descendants, summary_table};
+use torchlens_core::query::{ancestors, descendants, summary_rows, summary_rows_in, summary_table};
 use torchlens_core::recorder::EventRecorder;
 use torchlens_core::{Trace, TraceBuilder};
 
@@ -350,6 +350,20 @@ fn summary_table_lists_every_op() {
         assert!(table.contains(&op.label), "{} missing", op.label);
     }
     assert!(table.contains("cell.linear:2"));
+}
+
+#[test]
+fn summary_rows_in_a_window_match_the_full_rows() {
+    let trace = build(demo_events(), TraceOptions::default());
+    let all = summary_rows(&trace);
+    assert_eq!(summary_rows_in(&trace, 3, 4), all[3..7].to_vec());
+    // Clipped to the trace, and empty past its end, even for counts that would overflow.
+    let len = trace.ops.len() as u32;
+    assert_eq!(
+        summary_rows_in(&trace, len - 2, u32::MAX),
+        all[all.len() - 2..].to_vec()
+    );
+    assert!(summary_rows_in(&trace, len + 5, 10).is_empty());
 }
 
 #[test]

@@ -1,10 +1,10 @@
 //! Which nodes and edges to draw for a view: one node per op, or module calls collapsed into
 //! boxes.
 
+use super::expand::Expanded;
 use super::{LayoutNode, LayoutView, NodeKind};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::model::{Op, OpKind, Trace};
-use std::collections::HashSet;
 
 /// Approximate advance of one character of the 12px monospace font the SVG uses.
 pub(crate) const CHAR_WIDTH: f64 = 7.3;
@@ -149,7 +149,7 @@ fn finish_module(node: &mut LayoutNode) {
 /// For each module call, the call whose box stands for its ops, or `None` when the call is open
 /// (its ops and child calls are drawn individually).
 fn call_boxes(trace: &Trace, expanded: &[String]) -> Vec<Option<u32>> {
-    let expanded: HashSet<&str> = expanded.iter().map(String::as_str).collect();
+    let expanded = Expanded::new(expanded);
     let mut boxes: Vec<Option<u32>> = Vec::with_capacity(trace.module_calls.len());
     for (index, call) in trace.module_calls.iter().enumerate() {
         // Validation guarantees the parent is earlier, so its entry is already computed.
@@ -161,12 +161,7 @@ fn call_boxes(trace: &Trace, expanded: &[String]) -> Vec<Option<u32>> {
                     let open = trace
                         .modules
                         .get(call.module as usize)
-                        .is_some_and(|module| {
-                            module
-                                .all_addresses
-                                .iter()
-                                .any(|alias| expanded.contains(alias.as_str()))
-                        });
+                        .is_some_and(|module| expanded.opens(module, call.call_number));
                     (!open).then_some(index as u32)
                 }
             },

@@ -9,6 +9,7 @@
 //! Every step is linear or `n log n` in the size of the drawn graph, so traces of 100k+ ops lay
 //! out in well under a second.
 
+mod expand;
 mod graph;
 mod layered;
 mod svg;
@@ -24,11 +25,12 @@ use serde::{Deserialize, Serialize};
 pub enum LayoutView {
     /// One node per op.
     Full,
-    /// One box per module call directly under the root call, except for modules whose address
-    /// is in `expanded`: those show their own ops and one box per direct child call (which may
-    /// in turn be expanded). Ops that run directly in the root are always individual nodes.
+    /// One box per module call directly under the root call, except for calls opened by
+    /// `expanded`: those show their own ops and one box per direct child call (which may in turn
+    /// be expanded). Ops that run directly in the root are always individual nodes.
     Collapsed {
-        /// Module addresses (any alias) to open.
+        /// Module addresses (any alias) whose every call opens, or `address:call` entries
+        /// (`block:17`) that open one call.
         expanded: Vec<String>,
     },
 }

@@ -76,6 +76,18 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Serve the browser viewer and this file on localhost, and print the address to open.
+    View {
+        /// The .tlspec file.
+        file: PathBuf,
+        /// Port on 127.0.0.1 (0 picks a free one).
+        #[arg(long, default_value_t = 8765)]
+        port: u16,
+        /// The built viewer page (host-web/www after `make web`); defaults to
+        /// TORCHLENS_WEB_ROOT, else the source tree tlspec was built from.
+        #[arg(long, value_name = "DIR")]
+        web_root: Option<PathBuf>,
+    },
     /// Which ops and saved values differ between two traces, matched by stable site.
     Diff {
         /// The first .tlspec.

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.json;
-    let result = settings(&cli).and_then(|settings| commands::run(&cli.command, settings));
+    let result = settings(&cli).and_then(|settings| commands::run(&cli.command, settings, json));
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let status = match result {

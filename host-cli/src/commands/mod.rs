@@ -8,6 +8,7 @@ mod export;
 mod inspect;
 mod ops;
 mod summary;
+mod view;
 
 use crate::cli::Command;
 use crate::error::CliError;
@@ -17,7 +18,7 @@ use crate::tlspec_file::OpenedTrace;
 use std::path::Path;
 
 /// Runs a subcommand.
-pub fn run(command: &Command, settings: SandboxSettings) -> Result<Outcome, CliError> {
+pub fn run(command: &Command, settings: SandboxSettings, json: bool) -> Result<Outcome, CliError> {
     let mut core = SandboxedCore::start(settings)?;
     let open = |path: &Path, core: &mut SandboxedCore| {
         OpenedTrace::open(core.instance(), path, settings.memory_mib)
@@ -48,6 +49,16 @@ pub fn run(command: &Command, settings: SandboxSettings) -> Result<Outcome, CliE
         } => {
             let file = open(file, &mut core)?;
             draw::run(&mut core, &file, *full, output.as_deref())
+        }
+        Command::View {
+            file,
+            port,
+            web_root,
+        } => {
+            // Checked in the sandbox first, so a broken file is reported here, not in a page.
+            let file = open(file, &mut core)?;
+            view::run(&file, web_root.as_deref(), *port, json)?;
+            Ok(Outcome::success(serde_json::Value::Null, String::new()))
         }
         Command::Diff { a, b, tolerance } => {
             let mut first = open(a, &mut core)?;

@@ -179,31 +179,28 @@ class JaxBackend:
         return module_root(model, framework, args, kwargs, attribute=mode != "function_root")
 
     def _run(self, root: Root, closed: Any, output_shape: Any, capture: Capture, session: Any) -> list:
+        from .roots import path_name
+
         session.module(0, ["self"], root.class_name or "function", False, False)
         session.extra("provenance.param_source", "pytree-derived" if root.params else "none")
         session.extra("provenance.module_identity_mode", root.kind)
-        declare = getattr(root, "declare_modules", None)
-        if declare is not None:
-            declare(session)
+        if root.declare_modules is not None:
+            root.declare_modules(session)
         pairs = []
         for name, value in root.params:
-            pairs.append(
-                capture.param(name, root.param_module(name) if declare else 0, jax.numpy.asarray(value))
-            )
+            value = jax.numpy.asarray(value)
+            pairs.append(capture.param(name, root.param_module(name), value, root.param_trainable(name)))
         for name, value in root.inputs:
             pairs.append(capture.input(name, jax.numpy.asarray(value)))
         consts = [capture.constant(value) for value in closed.consts]
         session.enter(0)
-        scopes = getattr(root, "scopes", None)
-        if scopes is not None:
-            capture.scope_hook = scopes.hook(capture, closed.jaxpr)
+        if root.scopes is not None:
+            scopes = root.scopes(session)
+            capture.scope_hook = scopes.hook(closed.jaxpr)
+            capture.scope_close = scopes.close
         outs = capture.run(closed.jaxpr, consts, pairs, top=True)
-        if scopes is not None:
-            scopes.close(capture, outs)
         session.exit(0, [tensor for _, tensor in outs if tensor is not None])
         paths = jax.tree_util.tree_flatten_with_path(output_shape)[0]
-        from .roots import path_name
-
         for (path, _), pair in zip(paths, outs):
             suffix = path_name(path)
             capture.output("output" + ("." + suffix if suffix else ""), pair)

@@ -108,8 +108,10 @@ class Capture:
         self.regions: Dict[int, tuple] = {}
         self.projections: Dict[int, Tuple[int, int]] = {}
         self._attribute_cache: Dict[int, list] = {}
-        #: Called before each top-level equation with its name stack (module attribution).
-        self.scope_hook: Optional[Callable[[Any, int], None]] = None
+        #: Module attribution: called before each top-level equation (``(eqn, index, env)``)
+        #: and once after the last (``(env)``).
+        self.scope_hook: Optional[Callable[[Any, int, dict], None]] = None
+        self.scope_close: Optional[Callable[[dict], None]] = None
 
     # ---- ids ---------------------------------------------------------------------------------
 
@@ -144,11 +146,11 @@ class Capture:
 
     # ---- declarations --------------------------------------------------------------------
 
-    def param(self, address: str, module: int, value: Any) -> Pair:
+    def param(self, address: str, module: int, value: Any, trainable: bool = True) -> Pair:
         tensor = self._tensor()
         shape, dtype = describe(value)
         self.param_values[tensor] = value
-        self.session.param(tensor, address, module, shape, dtype, True)
+        self.session.param(tensor, address, module, shape, dtype, trainable)
         return value, tensor
 
     def input(self, name: str, value: Any) -> Pair:
@@ -222,12 +224,14 @@ class Capture:
         hook = self.scope_hook if top else None
         for index, eqn in enumerate(jaxpr.eqns):
             if hook is not None:
-                hook(eqn, index)
+                hook(eqn, index, env)
             ins = [read(atom) for atom in eqn.invars]
             outs = self.equation(eqn, ins)
             for var, pair in zip(eqn.outvars, outs):
                 if not isinstance(var, _DropVar):
                     env[var] = pair
+        if hook is not None and self.scope_close is not None:
+            self.scope_close(env)
         return [read(atom) for atom in jaxpr.outvars]
 
     def run_closed(self, closed: Any, args: Sequence[Pair]) -> List[Pair]:

@@ -119,6 +119,13 @@ class Root:
         self.call = call
         self.class_name: Optional[str] = None
         self.framework: Optional[str] = None
+        #: Module roots only: the module records, each parameter's owner and trainability,
+        #: and the scope tracker class.
+        self.modules: Optional[list] = None
+        self.param_module: Callable[[str], int] = lambda name: 0
+        self.param_trainable: Callable[[str], bool] = lambda name: True
+        self.declare_modules: Optional[Callable[[Any], None]] = None
+        self.scopes: Any = None
         with_path, self.treedef = jax.tree_util.tree_flatten_with_path((params_tree, inputs, kwargs))
         self.leaves = [leaf for _, leaf in with_path]
         self.dynamic_index = [index for index, leaf in enumerate(self.leaves) if is_dynamic(leaf)]

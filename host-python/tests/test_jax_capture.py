@@ -251,3 +251,15 @@ def test_draw_and_summary_work_on_a_jax_trace():
     trace = tl.trace(attention, (params, x), backend="jax")
     assert "<svg" in trace.draw().svg
     assert "dot_general" in trace.summary()
+
+
+def test_pytree_and_keyword_inputs_are_named_by_their_paths():
+    def fn(params, batch, *, scale):
+        return (batch["image"] * params["w"] + batch["bias"]) * scale
+
+    params = {"w": jnp.full((3,), 2.0)}
+    batch = {"image": jnp.arange(3.0), "bias": jnp.ones(3)}
+    trace = tl.trace(fn, (params, batch), kwargs={"scale": jnp.float32(3.0)}, backend="jax")
+    assert [op._info["name"] for op in trace.inputs] == ["batch.bias", "batch.image", "scale"]
+    np.testing.assert_allclose(trace.outputs[0].out, fn(params, batch, scale=jnp.float32(3.0)))
+    assert trace.validate_forward_pass([]) is True

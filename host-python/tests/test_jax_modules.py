@@ -176,3 +176,14 @@ def test_flax_modules_refuse_derived_gradients():
         tl.trace(nnx_mlp(), jnp.ones((2, 3)), backend="jax", capture=CaptureOptions(grad_options=options))
     assert caught.value.code == "capability_unsupported"
     assert caught.value.code in tl.backends.REFUSAL_CODES
+
+
+def test_static_module_selectors_choose_what_is_saved():
+    model, x = eqx_mlp(), jnp.linspace(-1, 1, 3)
+    trace = tl.trace(model, x, backend="jax", save=tl.module("layers.1") | tl.label("max_1_4"))
+    saved = [op.label for op in trace.saved_ops]
+    assert saved == ["max_1_4", "add_2_6"]
+    np.testing.assert_allclose(
+        trace["add_2_6"].out, model.layers[1](jax.nn.relu(model.layers[0](x))), rtol=1e-6
+    )
+    assert trace.validate_forward_pass([]) is True

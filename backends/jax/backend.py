@@ -46,6 +46,12 @@ class JaxBackend:
 
     # ---- payloads ----------------------------------------------------------------------------
 
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A host NumPy view for diagnostics (typed keys as their key data)."""
+        if is_key(value.dtype):
+            value = jax.random.key_data(value)
+        return np.asarray(value)
+
     def payload_bytes(self, value: Any) -> memoryview:
         """The value's bytes in C order: a typed PRNG key as its key data, a sharded array
         assembled on the host."""

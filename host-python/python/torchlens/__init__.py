@@ -6,7 +6,7 @@ Importing torchlens imports no framework: each backend imports its framework on 
 
 from __future__ import annotations
 
-from . import backends, errors, options
+from . import backends, debug, errors, options
 from ._core import versions
 from .api import load, trace, validate
 from .errors import BackendUnsupportedError, TorchLensError
@@ -31,6 +31,7 @@ __all__ = [
     "TorchLensError",
     "Trace",
     "backends",
+    "debug",
     "errors",
     "followed_by",
     "func",

@@ -77,7 +77,14 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
             full[index] = value
         return loss_fn(root.flat(*full))
 
-    grads = jax.grad(loss_of)([dynamic[index] for index in wrt])
+    try:
+        grads = jax.grad(loss_of)([dynamic[index] for index in wrt])
+    except Exception as error:  # JAX's own refusal (reverse-mode of a while_loop, ...)
+        raise refuse(
+            f"jax.grad cannot differentiate the traced function: {str(error).splitlines()[0]}",
+            "capability_unsupported",
+            "differentiate a function without while_loop (use lax.scan or fori_loop with static bounds)",
+        ) from error
     autograd = Autograd(dict(zip(names, grads)))
     if options.intermediate_grads:
         autograd.intermediate_derived_grads = _intermediate(trace, options, loss_fn)

@@ -89,3 +89,24 @@ def test_grad_options_of_another_backend_refuse():
     with pytest.raises(tl.BackendUnsupportedError) as caught:
         tl.trace(mlp, (params, x), backend="jax", capture=CaptureOptions(grad_options=object()))
     assert caught.value.code == "option_unsupported"
+
+
+def test_a_function_jax_grad_cannot_differentiate_refuses_with_a_typed_error():
+    from jax_models import while_args, while_loop
+
+    params, x = while_args()
+    options = tl.backends.jax.GradOptions(loss_fn=lambda out: jnp.sum(out))
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        tl.trace(while_loop, (params, x), backend="jax", capture=CaptureOptions(grad_options=options))
+    assert caught.value.code == "capability_unsupported"
+    assert "while_loop" in caught.value.remedy
+
+
+def test_leaf_gradients_through_a_custom_vjp_region_match_jax_grad():
+    from jax_models import custom_vjp_args, custom_vjp_fn
+
+    params, x = custom_vjp_args()
+    options = tl.backends.jax.GradOptions(loss_fn=lambda out: jnp.sum(out), intermediate_grads=True)
+    trace = tl.trace(custom_vjp_fn, (params, x), backend="jax", capture=CaptureOptions(grad_options=options))
+    expected = jax.grad(lambda p: jnp.sum(custom_vjp_fn(p, x)))(params)
+    np.testing.assert_allclose(trace.autograd.derived_grads["params.a"], expected["a"], rtol=1e-6)

@@ -188,6 +188,9 @@ class Capture:
             op = self._op_created(tensor, tensor, value)
             self.replays[op] = (replay, name, template, index)
             pairs.append((value, tensor))
+            if tensor in self.key_slots and not any(key == "jax_key_impl" for key, _ in attributes):
+                # A typed key is recorded as its key data; say which implementation it is.
+                attributes = list(attributes) + [("jax_key_impl", self.key_slots[tensor])]
         self.session.op(name, parents, outputs, False, attributes, None)
         return pairs
 

@@ -74,6 +74,9 @@ def test_typed_prng_keys_round_trip_as_typed_keys(tmp_path):
     params, x = {"s": jnp.float32(2.0)}, jnp.ones((3,))
     trace = tl.trace(noisy, (params, key, x), backend="jax")
     assert trace.validate_forward_pass([]) is True
+    split = trace.select(tl.func("random_split"))[0]
+    assert split.dtype == "uint32" and split.shape == (2, 2)
+    assert split.attributes["jax_key_impl"] == "threefry2x32"
     np.testing.assert_allclose(trace.outputs[0].out, noisy(params, key, x)[0], rtol=1e-6)
     path = str(tmp_path / "keys.tlspec")
     trace.save(path)

@@ -121,7 +121,7 @@ class JaxBackend:
         kwargs = dict(kwargs or {})
         root = self._root(model, args, kwargs, options)
         check_root(model, root.leaves)
-        if grad_options is not None and root.kind == "pytree_module" and root.framework == "flax_nnx":
+        if grad_options is not None and root.framework == "flax_nnx":
             raise refusals.refuse(
                 "derived gradients of Flax modules are not available yet",
                 "capability_unsupported",
@@ -136,7 +136,7 @@ class JaxBackend:
         )
         capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll)
         try:
-            output_pairs = self._run(root, closed, output_shape, capture, session)
+            self._run(root, closed, output_shape, capture, session)
             native_trace, _ = session.finish()
         except BaseException:
             session.abandon()
@@ -157,7 +157,6 @@ class JaxBackend:
         elif save is False:
             native_trace.keep_payloads([])
             payloads = {}
-        del output_pairs
         trace = Trace(native_trace, payloads, self, runtime=Runtime(root, capture, output_shape))
         if grad_options is not None:
             from .grads import derive
@@ -184,7 +183,7 @@ class JaxBackend:
 
         return module_root(model, framework, args, kwargs, attribute=mode != "function_root")
 
-    def _run(self, root: Root, closed: Any, output_shape: Any, capture: Capture, session: Any) -> list:
+    def _run(self, root: Root, closed: Any, output_shape: Any, capture: Capture, session: Any) -> None:
         from .roots import path_name
 
         session.module(0, ["self"], root.class_name or "function", False, False)
@@ -210,7 +209,6 @@ class JaxBackend:
         for (path, _), pair in zip(paths, outs):
             suffix = path_name(path)
             capture.output("output" + ("." + suffix if suffix else ""), pair)
-        return outs
 
     # ---- validation --------------------------------------------------------------------------
 

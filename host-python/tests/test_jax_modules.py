@@ -132,6 +132,28 @@ class CheckpointInside(eqx.Module):
         return jax.checkpoint(lambda v: jnp.sin(v * self.weight))(x)
 
 
+class WhileInside(eqx.Module):
+    weight: jax.Array
+
+    def __call__(self, x):
+        return jax.lax.while_loop(lambda v: v[0] < 2.0, lambda v: v * self.weight + 1.0, x)
+
+
+@jax.custom_vjp
+def _identity(v):
+    return v
+
+
+_identity.defvjp(lambda v: (v, None), lambda _, g: (g,))
+
+
+class CustomVjpInside(eqx.Module):
+    weight: jax.Array
+
+    def __call__(self, x):
+        return _identity(x * self.weight)
+
+
 class Counter(nnx.Module):
     def __init__(self):
         self.count = nnx.Variable(jnp.zeros(()))
@@ -148,10 +170,12 @@ class Counter(nnx.Module):
         ScanInside(jnp.ones(3)),
         JitInside(jnp.ones(3)),
         CondInside(jnp.ones(3)),
+        WhileInside(jnp.ones(3)),
         CheckpointInside(jnp.ones(3)),
+        CustomVjpInside(jnp.ones(3)),
         Counter(),
     ],
-    ids=["scan", "jit", "cond", "remat", "nnx_state_rebinding"],
+    ids=["scan", "jit", "cond", "while_loop", "remat", "custom_vjp", "nnx_state_rebinding"],
 )
 def test_inside_attributed_modules_transforms_refuse(model):
     with pytest.raises(tl.BackendUnsupportedError) as caught:

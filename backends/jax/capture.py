@@ -13,7 +13,7 @@ import numpy as np
 import jax
 from jax.extend import core as jcore
 
-from .dtypes import describe, describe_aval, is_key
+from .dtypes import describe, describe_aval, keyed
 from .refusals import CALL_PRIMITIVES, REGION_PRIMITIVES
 
 Pair = Tuple[Any, Optional[int]]  # (value, tensor id or None for a literal)
@@ -68,6 +68,23 @@ class IndexInDim:
 def stack(*values: Any) -> list:
     """The per-iteration outputs of an unrolled ``scan``, stacked on a new leading axis."""
     return [jax.numpy.stack(values)]
+
+
+#: Rendered equation parameters, by (name, value): the same parameters recur across equations
+#: and captures. Bounded; unhashable values are rendered each time.
+_RENDERED: Dict[Tuple[str, Any], Optional[str]] = {}
+
+
+def _rendered(key: str, value: Any) -> Optional[str]:
+    try:
+        return _RENDERED[(key, value)]
+    except KeyError:
+        text = _render(value)
+        if len(_RENDERED) < 65536:
+            _RENDERED[(key, value)] = text
+        return text
+    except TypeError:
+        return _render(value)
 
 
 def _render(value: Any) -> Optional[str]:
@@ -128,7 +145,7 @@ class Capture:
         if slot is not None:
             self.values[op] = value
             self.payloads[slot] = value
-            if is_key(value.dtype):
+            if keyed(value.dtype):
                 self.key_slots[slot] = str(jax.random.key_impl(value))
         return op
 
@@ -199,7 +216,7 @@ class Capture:
         if cached is None:
             cached = []
             for key, value in eqn.params.items():
-                text = _render(value)
+                text = _rendered(key, value)
                 if text is not None:
                     cached.append((key, text))
             for position, atom in enumerate(eqn.invars):

@@ -50,5 +50,10 @@ def describe_aval(aval: Any) -> Tuple[list, str]:
     return shape, name
 
 
+def keyed(dtype: Any) -> bool:
+    """``is_key``, cached by dtype (the capture asks once per value)."""
+    return _classify(dtype)[0]
+
+
 def neutral_name(dtype: Any) -> str:
     return _classify(dtype)[1]

@@ -211,3 +211,9 @@ def test_static_module_selectors_choose_what_is_saved():
         trace["add_2_6"].out, model.layers[1](jax.nn.relu(model.layers[0](x))), rtol=1e-6
     )
     assert trace.validate_forward_pass([]) is True
+
+
+def test_module_roots_route_to_jax_with_numpy_inputs():
+    model = CondInside(jnp.ones(3))
+    assert tl.backends.resolve(model, np.ones(3, np.float32), None).name == "jax"
+    assert tl.backends.resolve(nnx_mlp(), np.ones((2, 3), np.float32), None).name == "jax"

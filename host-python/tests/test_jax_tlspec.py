@@ -37,6 +37,22 @@ def test_round_trip_loads_jax_arrays_equal_to_the_live_values(tmp_path):
     assert loaded.provenance.param_source == "pytree-derived"
 
 
+def test_a_trace_with_a_region_round_trips(tmp_path):
+    from jax_models import scan_rnn, scan_rnn_args
+
+    from torchlens.options import CaptureOptions
+
+    params, xs = scan_rnn_args(steps=4)
+    trace = tl.trace(scan_rnn, (params, xs), backend="jax", capture=CaptureOptions(jax_control_flow="region"))
+    path = str(tmp_path / "region.tlspec")
+    trace.save(path)
+    loaded = tl.load(path)
+    boundary = loaded.select(tl.func("scan"))[0]
+    assert boundary.dtype == "region_token" and not boundary.saved
+    for live, back in zip(trace.select(tl.func("region_output")), loaded.select(tl.func("region_output"))):
+        np.testing.assert_array_equal(np.asarray(back.out), np.asarray(live.out))
+
+
 def test_the_file_is_safetensors_readable(tmp_path):
     from safetensors.numpy import load_file
 

@@ -16,8 +16,22 @@ def _load():
 def _detect(model, inputs):
     from . import _root_module_detect
 
-    return _root_module_detect("jax", "jaxlib", "flax", "equinox")(model, inputs) or _jax_callable(
-        model, inputs
+    return (
+        _root_module_detect("jax", "jaxlib", "flax", "equinox")(model, inputs)
+        or _module_root(model)
+        or _jax_callable(model, inputs)
+    )
+
+
+def _module_root(model) -> bool:
+    """An Equinox or Flax NNX module (a user subclass included), checked only when the caller
+    has imported that library."""
+    import sys
+
+    eqx = sys.modules.get("equinox")
+    nnx = sys.modules.get("flax.nnx")
+    return (eqx is not None and isinstance(model, eqx.Module)) or (
+        nnx is not None and isinstance(model, nnx.Module)
     )
 
 

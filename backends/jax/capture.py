@@ -336,9 +336,15 @@ class Capture:
             trips += 1
         if trips > self.cap:
             return self._region(eqn, ins)
+        # Unroll: each trip records the loop test that admitted it and the body; the final,
+        # failing test is recorded too, so the predicate's ops are in the graph.
+        test_consts = [self.constant(value) for value in cond.consts]
         inner_consts = [self.constant(value) for value in body.consts]
+        test_ins = list(ins[:cond_count])
         for _ in range(trips):
+            self.run(cond.jaxpr, test_consts, test_ins + list(carry))
             carry = self.run(body.jaxpr, inner_consts, list(body_consts) + list(carry))
+        self.run(cond.jaxpr, test_consts, test_ins + list(carry))
         return carry
 
     def _region(self, eqn: Any, ins: List[Pair]) -> List[Pair]:

@@ -173,6 +173,8 @@ def test_while_loop_unrolls_under_the_cap_and_is_a_region_over_it():
     trace = tl.trace(while_loop, (params, x), backend="jax")
     sines = trace.select(tl.func("sin"))
     assert len(sines) == 3
+    # Every loop test is recorded: three that admitted a trip and the failing fourth.
+    assert len(trace.select(tl.func("lt"))) == 4
     value = np.asarray(x)
     for op in sines:
         value = np.sin(value * np.float32(1.5))

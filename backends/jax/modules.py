@@ -178,7 +178,7 @@ def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute
         params_tree = state
         trainable = {
             ".".join(str(part) for part in path): isinstance(variable, nnx.Param)
-            for path, variable in state.flat_state()
+            for path, variable in nnx.to_flat_state(state)
         }
 
         def rebuild(params: Any) -> Any:

@@ -160,7 +160,7 @@ class Counter(nnx.Module):
         self.weight = nnx.Param(jnp.ones(3))
 
     def __call__(self, x):
-        self.count.value = self.count.value + 1
+        self.count[...] = self.count[...] + 1
         return x * self.weight
 
 

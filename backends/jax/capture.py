@@ -270,6 +270,8 @@ class Capture:
             return self._while(eqn, ins)
         if name in REGION_PRIMITIVES:
             return self._region(eqn, ins)
+        if name == "custom_linear_solve":
+            return self._linear_solve(eqn, ins)
         params = eqn.primitive.get_bind_params(eqn.params)
         call = Bind(eqn.primitive, params)
         values = call(*[value for value, _ in ins])
@@ -281,6 +283,16 @@ class Capture:
         if hasattr(inner, "consts"):
             return self.run_closed(inner, ins)
         return self.run(inner, [], ins)
+
+    def _linear_solve(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
+        """``custom_linear_solve`` (``jnp.linalg.solve``): its forward value is its ``solve``
+        jaxpr applied to the solve constants and the right-hand side, which is inlined; the
+        other jaxprs only define its derivatives."""
+        lengths = eqn.params["const_lengths"]
+        start = lengths.matvec + lengths.vecmat
+        solve_consts = ins[start : start + lengths.solve]
+        rhs = ins[start + lengths.solve + lengths.transpose_solve :]
+        return self.run_closed(eqn.params["jaxprs"].solve, list(solve_consts) + list(rhs))
 
     def _scan(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
         params = eqn.params

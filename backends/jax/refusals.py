@@ -81,6 +81,9 @@ def check(jaxpr: Any, mode: str, attributed: bool) -> None:
                     "nested_primitive_unsupported",
                     "use jax_control_flow='unroll' (the default) or 'region'",
                 )
+        elif name == "custom_linear_solve":
+            check(eqn.params["jaxprs"].solve.jaxpr, mode, attributed)
+            continue
         elif name not in CALL_PRIMITIVES and any(True for _ in jcore.jaxprs_in_params(eqn.params)):
             raise refuse(
                 f"the nested-jaxpr primitive {name} cannot be captured per equation",

@@ -254,6 +254,7 @@ def _protocol():
             "callback_effects",
             "nested_primitive_unsupported",
             "transformed_root_callable",
+            "rng_state_in_graph",
             "intervene_unsupported",
             "stop_after_unsupported",
             "value_dependent_save_unsupported",

@@ -81,8 +81,10 @@ class Scopes:
 
         def on_equation(eqn: Any, index: int, env: dict) -> None:
             wanted = []
-            for part in str(eqn.source_info.name_stack).split("/"):
-                match = _SCOPE.match(part)
+            # Structured name-stack entries: under a transform the text form reads
+            # "outer/vmap(inner)", the entries stay Scope("outer"), Transform("vmap"), Scope("inner").
+            for part in eqn.source_info.name_stack.stack:
+                match = _SCOPE.match(getattr(part, "name", ""))
                 if match and match.group(1) != "0":  # the root's own call is already open
                     wanted.append((int(match.group(1)), int(match.group(2))))
             keep = 0
@@ -236,11 +238,29 @@ def _strip_value(name: str) -> str:
 
 def _checked(output: Any, module: Any, before: list, framework: str) -> Any:
     """Refuses NNX state rebinding: a forward that replaced one of the module's state leaves
-    (``before``: the leaves it was called with)."""
+    (``before``: the leaves it was called with). A replaced RNG counter means the forward drew
+    random numbers (Dropout in training mode), which replay would draw again."""
     if framework == "flax_nnx":
         nnx = sys.modules["flax.nnx"]
-        after = jax.tree_util.tree_leaves(nnx.state(module))
-        if len(before) != len(after) or any(a is not b for a, b in zip(before, after)):
+        state = nnx.state(module)
+        after = jax.tree_util.tree_leaves(state)
+        if len(before) != len(after):
+            changed = [None]
+        else:
+            kinds = [type(variable) for _, variable in nnx.to_flat_state(state)]
+            if len(kinds) != len(after):
+                kinds = [None] * len(after)
+            changed = [kind for kind, a, b in zip(kinds, after, before) if a is not b]
+        if changed:
+            rng_kinds = tuple(
+                getattr(nnx, name) for name in ("RngCount", "RngKey", "RngState") if hasattr(nnx, name)
+            )
+            if all(kind is not None and issubclass(kind, rng_kinds) for kind in changed):
+                raise refuse(
+                    "the module's forward draws random numbers (an NNX RNG stream advanced)",
+                    "rng_state_in_graph",
+                    "call model.eval() (or pass deterministic=True) before tracing",
+                )
             raise refuse(
                 "the module's forward rebinds NNX state (a Variable was assigned a new value)",
                 "nested_primitive_unsupported",

@@ -217,3 +217,73 @@ def test_module_roots_route_to_jax_with_numpy_inputs():
     model = CondInside(jnp.ones(3))
     assert tl.backends.resolve(model, np.ones(3, np.float32), None).name == "jax"
     assert tl.backends.resolve(nnx_mlp(), np.ones((2, 3), np.float32), None).name == "jax"
+
+
+def test_nnx_dropout_in_training_mode_refuses_as_random_numbers_in_the_graph():
+    class Noisy(nnx.Module):
+        def __init__(self, rngs):
+            self.fc = nnx.Linear(3, 3, rngs=rngs)
+            self.drop = nnx.Dropout(0.5, rngs=rngs)
+
+        def __call__(self, x):
+            return self.drop(self.fc(x))
+
+    model = Noisy(nnx.Rngs(0))
+    model.train()
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        tl.trace(model, jnp.ones((2, 3)), backend="jax")
+    assert caught.value.code == "rng_state_in_graph"
+    assert caught.value.code in tl.backends.REFUSAL_CODES
+    model.eval()
+    assert tl.trace(model, jnp.ones((2, 3)), backend="jax").validate_forward_pass([]) is True
+
+
+class EqxConvAttention(eqx.Module):
+    conv: eqx.nn.Conv2d
+    pool: eqx.nn.MaxPool2d
+    norm: eqx.nn.LayerNorm
+    attention: eqx.nn.MultiheadAttention
+    head: eqx.nn.Linear
+
+    def __init__(self):
+        keys = jax.random.split(jax.random.key(3), 3)
+        self.conv = eqx.nn.Conv2d(3, 4, 3, padding=1, key=keys[0])
+        self.pool = eqx.nn.MaxPool2d(2, 2)
+        self.norm = eqx.nn.LayerNorm(4)
+        self.attention = eqx.nn.MultiheadAttention(2, 4, key=keys[1])
+        self.head = eqx.nn.Linear(4, 2, key=keys[2])
+
+    def __call__(self, x):
+        sequence = self.pool(jax.nn.relu(self.conv(x))).reshape(4, -1).T
+        sequence = jax.vmap(self.norm)(sequence)
+        return jax.vmap(self.head)(self.attention(sequence, sequence, sequence))
+
+
+class NnxConvAttention(nnx.Module):
+    def __init__(self, rngs):
+        self.conv = nnx.Conv(3, 4, (3, 3), rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(num_heads=2, in_features=4, decode=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(4, rngs=rngs)
+
+    def __call__(self, x):
+        sequence = jax.nn.relu(self.conv(x)).reshape(1, -1, 4)
+        return self.norm(self.attention(sequence))
+
+
+@pytest.mark.parametrize(
+    "model,x",
+    [
+        (EqxConvAttention(), jnp.linspace(-1, 1, 192).reshape(3, 8, 8)),
+        (NnxConvAttention(nnx.Rngs(0)), jnp.linspace(-1, 1, 192).reshape(1, 8, 8, 3)),
+    ],
+    ids=["equinox", "flax_nnx"],
+)
+def test_convolution_and_attention_modules_capture_and_validate(model, x):
+    trace = tl.trace(model, x, backend="jax")
+    assert trace.validate_forward_pass([]) is True
+    np.testing.assert_allclose(trace.outputs[0].out, model(x), rtol=1e-5, atol=1e-6)
+    assert "conv_general_dilated" in [op.func_name for op in trace.select(tl.in_module("conv"))]
+    attention = [address for address in trace.modules if address.startswith("attention.")]
+    assert attention and all(
+        trace.modules[address].num_calls >= 1 for address in attention if "drop" not in address
+    )

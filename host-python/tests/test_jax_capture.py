@@ -265,3 +265,28 @@ def test_pytree_and_keyword_inputs_are_named_by_their_paths():
     assert [op._info["name"] for op in trace.inputs] == ["batch.bias", "batch.image", "scale"]
     np.testing.assert_allclose(trace.outputs[0].out, fn(params, batch, scale=jnp.float32(3.0)))
     assert trace.validate_forward_pass([]) is True
+
+
+def test_the_jax_protocol_has_every_part():
+    from torchlens.backends import get_spec
+    from torchlens.backends.contract import BackendProtocol
+
+    spec = get_spec("jax")
+    assert spec.maturity == "preview"
+    assert (spec.requirement.minimum, spec.requirement.ceiling, spec.requirement.pinned) == (
+        "0.4.30",
+        "0.11",
+        "0.10.2",
+    )
+    assert spec.requirement.extra == "jax"
+    protocol = spec.protocol()
+    assert isinstance(protocol, BackendProtocol)
+    params, x = mlp_args()
+    reference = protocol.reference_output(mlp, (params, x))
+    np.testing.assert_array_equal(reference, mlp(params, x))
+    copy = protocol.host_copy(reference)
+    assert isinstance(copy, np.ndarray)
+    np.testing.assert_array_equal(copy, reference)
+    assert protocol.realize([reference])[0] is reference
+    assert set(protocol.refusal_codes) <= tl.backends.REFUSAL_CODES
+    assert tl.backends.jax.PROTOCOL is protocol

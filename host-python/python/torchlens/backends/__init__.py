@@ -248,7 +248,7 @@ def __getattr__(name: str) -> Any:
     if name == "VALIDATION_REASONS":
         return frozenset(validation_reasons())
     spec = _SPECS.get(_ALIASES.get(name, name))
-    if spec is not None and spec.load is not None and name not in ("torch",):
+    if spec is not None and spec.load is not None:
         # tl.backends.jax: the adapter package (imports its framework now, on first access).
         _require_framework(spec)
         return importlib.import_module(f"torchlens.backends.{spec.name}")

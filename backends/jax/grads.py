@@ -12,7 +12,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 from torchlens.errors import LimitExceededError
-from torchlens.trace import Autograd
+from torchlens.trace import Autograd, DerivedGrad
 
 from .capture import ParamRef, ReplaySlot
 from .refusals import refuse
@@ -182,5 +182,5 @@ def _intermediate(trace: Any, options: GradOptions, loss_fn: Callable[[Any], Any
         )
         analytic = float(jnp.vdot(grad.astype(jnp.float32), direction.astype(jnp.float32)))
         if abs(finite - analytic) <= 2e-2 * (1.0 + abs(analytic)):
-            exposed[op.label] = grad
+            exposed[op.label] = DerivedGrad(grad, "exact", ("boundary_replacement_grad", "finite_difference"))
     return exposed

@@ -59,7 +59,10 @@ def test_intermediate_gradients_are_checked_and_exposed_per_op():
     # Independently: the gradient of the loss with respect to the relu output.
     w2, b2 = params["fc2"]["w"], params["fc2"]["b"]
     expected = jax.grad(lambda h: jnp.sum((h @ w2 + b2) ** 2))(relu.out)
-    np.testing.assert_allclose(relu.autograd.derived_grad, expected, rtol=1e-5, atol=1e-6)
+    record = relu.autograd.derived_grad
+    assert record.status == "exact" and record.checks == ("boundary_replacement_grad", "finite_difference")
+    np.testing.assert_allclose(record.value, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(record, expected, rtol=1e-5, atol=1e-6)
     output_producer = trace.outputs[0].parents[0]
     np.testing.assert_allclose(records[output_producer.label], 2 * output_producer.out, rtol=1e-5)
     assert trace["input_1"].autograd.derived_grad is None

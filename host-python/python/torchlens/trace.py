@@ -274,10 +274,32 @@ class Provenance:
         return f"<Provenance {self._facts}>"
 
 
+class DerivedGrad:
+    """One op's derived gradient record: ``value`` (a framework array), ``status`` (``exact``:
+    the only status that is ever exposed) and the independent ``checks`` it passed. NumPy reads
+    it as its value (``np.asarray(record)``)."""
+
+    __slots__ = ("value", "status", "checks")
+
+    def __init__(self, value: Any, status: str = "exact", checks: Sequence[str] = ()) -> None:
+        self.value = value
+        self.status = status
+        self.checks = tuple(checks)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy
+
+        return numpy.asarray(self.value, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"<DerivedGrad {self.status} {getattr(self.value, 'shape', '')} checks={list(self.checks)}>"
+
+
 class Autograd:
     """Gradients attached to a trace. ``derived_grads`` are leaf gradients of a loss computed
     by the backend's own autodiff (keys ``params.<address>`` and ``inputs.<n>``);
-    ``intermediate_derived_grads`` maps op labels to checked per-op gradients. Neither is a
+    ``intermediate_derived_grads`` maps op labels to checked per-op :class:`DerivedGrad`
+    records. Neither is a
     captured backward pass: ``has_backward_pass`` stays False."""
 
     def __init__(
@@ -295,7 +317,7 @@ class Autograd:
 
 
 class OpAutograd:
-    """An op's gradient facts: ``derived_grad`` is its checked derived gradient (or None)."""
+    """An op's gradient facts: ``derived_grad`` is its checked :class:`DerivedGrad` (or None)."""
 
     __slots__ = ("derived_grad",)
 

@@ -130,6 +130,7 @@ class JaxBackend:
 
         closed, output_shape = jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
         refusals.check(closed.jaxpr, options.jax_control_flow, attributed=root.kind == "pytree_module")
+        refusals.check_constants(closed.consts)
 
         session = native_core.start_session(
             options.recurrence_detection, options.compute_input_output_distances, None
@@ -255,6 +256,7 @@ def _protocol():
             "nested_primitive_unsupported",
             "transformed_root_callable",
             "rng_state_in_graph",
+            "constant_unrealizable",
             "intervene_unsupported",
             "stop_after_unsupported",
             "value_dependent_save_unsupported",

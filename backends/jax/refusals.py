@@ -51,6 +51,18 @@ def _unspecified(sharding: Any) -> bool:
     return sharding is None or type(sharding).__name__ == "UnspecifiedValue"
 
 
+def check_constants(consts: Any) -> None:
+    """A closure array whose buffer is gone (deleted or donated) cannot be recorded."""
+    for value in consts:
+        is_deleted = getattr(value, "is_deleted", None)
+        if is_deleted is not None and is_deleted():
+            raise refuse(
+                "the function closes over an array whose buffer was deleted or donated",
+                "constant_unrealizable",
+                "pass the array as an input or parameter, or keep it alive",
+            )
+
+
 def check(jaxpr: Any, mode: str, attributed: bool) -> None:
     """Raises ``BackendUnsupportedError`` for the first equation the capture cannot serve."""
     for eqn in jaxpr.eqns:

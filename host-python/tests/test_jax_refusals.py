@@ -133,6 +133,15 @@ def test_unsupported_nested_primitive_refuses():
     assert caught.value.code == "nested_primitive_unsupported"
 
 
+def test_a_deleted_closure_array_is_unrealizable():
+    gone = jnp.arange(8.0) + 1.0
+    gone.delete()
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _trace(lambda params, x: (x * gone) @ params["fc1"]["w"])
+    assert caught.value.code == "constant_unrealizable"
+    assert caught.value.code in tl.backends.REFUSAL_CODES
+
+
 def test_no_session_is_left_open_after_a_refusal():
     with pytest.raises(tl.BackendUnsupportedError):
         _trace(with_debug_print)

@@ -19,6 +19,25 @@ CALL_PRIMITIVES = frozenset(
 #: Primitives recorded as regions (one boundary node, one projection per output).
 REGION_PRIMITIVES = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
 _REMAT = frozenset({"checkpoint", "remat", "remat2"})
+#: Primitives whose nested jaxpr is only a scalar combiner (scatter updates, generic reductions):
+#: bound as one op, their combiner is not user code to capture.
+COMBINER_PRIMITIVES = frozenset(
+    {
+        "scatter",
+        "scatter-add",
+        "scatter-sub",
+        "scatter-mul",
+        "scatter-min",
+        "scatter-max",
+        "scatter_add",
+        "scatter_sub",
+        "scatter_mul",
+        "scatter_min",
+        "scatter_max",
+        "reduce",
+        "reduce_window",
+    }
+)
 CONTROL_PRIMITIVES = frozenset({"scan", "cond", "while"})
 CALLBACK_PRIMITIVES = frozenset({"pure_callback", "io_callback", "debug_callback", "debug_print", "callback"})
 
@@ -95,6 +114,8 @@ def check(jaxpr: Any, mode: str, attributed: bool) -> None:
                 )
         elif name == "custom_linear_solve":
             check(eqn.params["jaxprs"].solve.jaxpr, mode, attributed)
+            continue
+        elif name in COMBINER_PRIMITIVES:
             continue
         elif name not in CALL_PRIMITIVES and any(True for _ in jcore.jaxprs_in_params(eqn.params)):
             raise refuse(

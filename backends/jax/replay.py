@@ -173,7 +173,8 @@ def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> Valida
             for key, value in _parents(template, values, params)
             if _floating(value) and bool(np.isfinite(_host(value)).any())
         ]
-        if not floating:
+        if not floating or _host(values[index]).size == 0:
+            # Nothing to perturb, or an empty result no perturbation can change.
             decisions.append((index, "passed", "no_perturbable_parent"))
             continue
         if name in _ROUNDING or not _floating(values[index]):

@@ -35,6 +35,21 @@ CASES = {
     "bernoulli_mask": lambda p, x: x * jax.random.bernoulli(jax.random.key(0), 0.5, x.shape),
     "checkpoint": lambda p, x: jax.checkpoint(lambda v: jnp.sin(v) @ p["w"])(x),
     "integer_ops": lambda p, x: (jnp.arange(4) * 2) % 3 + x.astype(jnp.int32),
+    "scatter_updates": lambda p, x: x.at[0, 1].set(5.0).at[1].add(1.0).at[2].mul(2.0),
+    "segment_sum": lambda p, x: jax.ops.segment_sum(x, jnp.array([0, 1, 0]), 2),
+    "reduce_window": lambda p, x: lax.reduce_window(x, 1.0, lambda a, b: a * b, (1, 2), (1, 2), "VALID"),
+    "associative_scan": lambda p, x: lax.associative_scan(jnp.add, x, axis=1),
+    "one_hot": lambda p, x: jax.nn.one_hot(jnp.argmax(x, 1), 4) @ p["w"],
+    "image_resize": lambda p, x: jax.image.resize(x, (6, 8), "linear"),
+    "fft": lambda p, x: jnp.abs(jnp.fft.fft(x)),
+    "interp": lambda p, x: jnp.interp(x, jnp.linspace(0, 1, 5), jnp.arange(5.0)),
+    "eigh_cholesky_qr_svd": lambda p, x: (
+        jnp.linalg.eigh(x @ x.T)[0],
+        jnp.linalg.cholesky(x @ x.T + jnp.eye(3)),
+        jnp.linalg.qr(x)[1],
+        jnp.linalg.svd(x, compute_uv=False),
+    ),
+    "complex": lambda p, x: jnp.real(jnp.exp(1j * x)),
 }
 
 

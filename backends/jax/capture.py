@@ -19,6 +19,7 @@ from .refusals import CALL_PRIMITIVES, REGION_PRIMITIVES
 Pair = Tuple[Any, Optional[int]]  # (value, tensor id or None for a literal)
 
 _Literal = jcore.Literal
+_Array = jax.Array
 _DropVar = jcore.DropVar
 
 
@@ -200,6 +201,9 @@ class Capture:
         outputs = []
         pairs = []
         for index, value in enumerate(values):
+            if not isinstance(value, _Array):
+                # A primitive applied to a literal may hand the literal back (stop_gradient).
+                value = jax.numpy.asarray(value)
             tensor, shape, dtype = self._keep(value)
             outputs.append((tensor, shape, dtype, tensor))
             op = self._op_created(tensor, tensor, value)

@@ -37,6 +37,11 @@ def _host(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def _array(value: Any) -> Any:
+    """A replayed result as an array (a primitive applied to a literal may return the literal)."""
+    return value if isinstance(value, jax.Array) else jnp.asarray(value)
+
+
 def _floating(value: Any) -> bool:
     return hasattr(value, "dtype") and not is_key(value.dtype) and jnp.issubdtype(value.dtype, jnp.inexact)
 
@@ -150,7 +155,7 @@ def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> Valida
             result = region_results[boundary]
             if result is None:
                 decisions.append((index, "failed", "replay_failed"))
-            elif same(result[position], values[index]):
+            elif same(_array(result[position]), values[index]):
                 decisions.append((index, "passed", "replay_matched"))
             else:
                 decisions.append((index, "failed", "replay_mismatch"))
@@ -160,7 +165,7 @@ def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> Valida
             continue
         call, name, template, position = record
         try:
-            replayed = call(*_materialize(template, values, params))[position]
+            replayed = _array(call(*_materialize(template, values, params))[position])
         except Exception:
             decisions.append((index, "failed", "replay_failed"))
             continue
@@ -183,9 +188,8 @@ def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> Valida
         moved = False
         for key, value in floating:
             try:
-                changed = call(*_materialize(template, values, params, (key, _perturbed(value, rng))))[
-                    position
-                ]
+                override = (key, _perturbed(value, rng))
+                changed = _array(call(*_materialize(template, values, params, override))[position])
             except Exception:
                 continue
             if not same(changed, values[index]):

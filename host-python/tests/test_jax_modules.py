@@ -287,3 +287,30 @@ def test_convolution_and_attention_modules_capture_and_validate(model, x):
     assert attention and all(
         trace.modules[address].num_calls >= 1 for address in attention if "drop" not in address
     )
+
+
+class StatefulNet(eqx.Module):
+    linear: eqx.nn.Linear
+    norm: eqx.nn.BatchNorm
+    dropout: eqx.nn.Dropout
+
+    def __init__(self, key):
+        self.linear = eqx.nn.Linear(3, 4, key=key)
+        self.norm = eqx.nn.BatchNorm(4, axis_name="batch", inference=True)
+        self.dropout = eqx.nn.Dropout(0.5)
+
+    def __call__(self, x, state, *, key=None):
+        h, state = self.norm(self.linear(x), state)
+        return self.dropout(h, key=key, inference=key is None), state
+
+
+def test_equinox_state_and_a_keyed_dropout_capture_and_validate():
+    model, state = eqx.nn.make_with_state(StatefulNet)(jax.random.key(0))
+    x = jnp.linspace(-1, 1, 3)
+    trace = tl.trace(model, (x, state), kwargs={"key": jax.random.key(1)}, backend="jax")
+    assert trace.validate_forward_pass([]) is True
+    names = [op._info["name"] for op in trace.inputs]
+    assert names[0] == "x" and names[-1] == "key" and any(name.startswith("state.") for name in names)
+    expected = model(x, state, key=jax.random.key(1))[0]
+    np.testing.assert_allclose(trace.outputs[0].out, expected, rtol=1e-6)
+    assert "<svg" in trace.draw(collapsed=True).svg

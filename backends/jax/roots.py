@@ -61,14 +61,32 @@ def _is_transform(model: Any) -> bool:
     return type(model).__module__.startswith(_TRANSFORM_MODULES)
 
 
+def _jax_transform_function(function: Any, depth: int = 0) -> bool:
+    """Whether a Python function is one a jax transform returned (``vmap_f``, ``grad_f``,
+    ``jacfun`` ...). JAX wraps both its transforms and some library entry points (Flax's
+    ``Module.apply``) in a traceback-filtering wrapper; the wrapped function tells them apart."""
+    code = getattr(function, "__code__", None)
+    if code is None or depth > 4 or not os.path.realpath(code.co_filename).startswith(_JAX_FOLDER):
+        return False
+    if code.co_name != "reraise_with_filtered_traceback":
+        return True
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(inner) and _jax_transform_function(inner, depth + 1):
+            return True
+    return False
+
+
 def check_root(model: Any, leaves: List[Any]) -> None:
     """Refuses transformed roots (``jax.jit``, ``jax.vmap``, ``jax.grad``, Equinox filter
     transforms) and captures started from inside a transform (tracer inputs)."""
-    code = getattr(model, "__code__", None)
     transformed = (
         _is_transform(model)
         or (hasattr(model, "lower") and hasattr(model, "trace"))
-        or (code is not None and os.path.realpath(code.co_filename).startswith(_JAX_FOLDER))
+        or _jax_transform_function(model)
     )
     if transformed:
         raise refuse(

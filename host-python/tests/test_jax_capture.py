@@ -290,3 +290,20 @@ def test_the_jax_protocol_has_every_part():
     assert protocol.realize([reference])[0] is reference
     assert set(protocol.refusal_codes) <= tl.backends.REFUSAL_CODES
     assert tl.backends.jax.PROTOCOL is protocol
+
+
+def test_a_flax_linen_apply_is_a_raw_callable():
+    import flax.linen as nn
+
+    class Mlp(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(2)(nn.relu(nn.Dense(4)(x)))
+
+    model, x = Mlp(), jnp.linspace(-1, 1, 6).reshape(2, 3)
+    variables = model.init(jax.random.key(0), x)
+    trace = tl.trace(model.apply, (variables, x), backend="jax")
+    assert trace.provenance.param_source == "pytree-derived"
+    assert "params.Dense_0.kernel" in trace.params
+    np.testing.assert_allclose(trace.outputs[0].out, model.apply(variables, x), rtol=1e-6)
+    assert trace.validate_forward_pass([]) is True

@@ -84,8 +84,8 @@ def test_each_jax_refusal_is_typed(code):
 
 @pytest.mark.parametrize(
     "transform",
-    [jax.jit, jax.vmap, jax.grad, lambda f: jax.value_and_grad(f)],
-    ids=["jit", "vmap", "grad", "value_and_grad"],
+    [jax.jit, jax.vmap, jax.grad, lambda f: jax.value_and_grad(f), jax.jacfwd, jax.checkpoint],
+    ids=["jit", "vmap", "grad", "value_and_grad", "jacfwd", "checkpoint"],
 )
 def test_transformed_roots_refuse(transform):
     with pytest.raises(tl.BackendUnsupportedError) as caught:

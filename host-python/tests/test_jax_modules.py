@@ -314,3 +314,14 @@ def test_equinox_state_and_a_keyed_dropout_capture_and_validate():
     expected = model(x, state, key=jax.random.key(1))[0]
     np.testing.assert_allclose(trace.outputs[0].out, expected, rtol=1e-6)
     assert "<svg" in trace.draw(collapsed=True).svg
+
+
+def test_module_classes_are_restored_after_a_capture_and_after_a_refusal():
+    mlp_call, linear_call = eqx.nn.MLP.__call__, eqx.nn.Linear.__call__
+    tl.trace(eqx_mlp(), jnp.ones(3), backend="jax")
+    assert eqx.nn.MLP.__call__ is mlp_call and eqx.nn.Linear.__call__ is linear_call
+    counter_call = Counter.__call__
+    with pytest.raises(tl.BackendUnsupportedError):
+        tl.trace(Counter(), jnp.ones(3), backend="jax")
+    assert Counter.__call__ is counter_call
+    assert "tlm" not in repr(jax.make_jaxpr(eqx_mlp())(jnp.ones(3)).jaxpr.eqns[0].source_info.name_stack)

@@ -66,6 +66,11 @@ class IndexInDim:
         return [jax.lax.index_in_dim(value, self.index, keepdims=False)]
 
 
+def copy_value(value: Any) -> list:
+    """A copy of a value (an output that is a parameter leaf reads it through this op)."""
+    return [jax.numpy.array(value, copy=True)]
+
+
 def stack(*values: Any) -> list:
     """The per-iteration outputs of an unrolled ``scan``, stacked on a new leading axis."""
     return [jax.numpy.stack(values)]
@@ -190,6 +195,12 @@ class Capture:
         value, tensor = pair
         if tensor is None:
             value, tensor = self.constant(value)
+        elif tensor in self.param_values:
+            # The function returns a parameter leaf itself; the core's outputs are values the
+            # trace computed, so the output reads it through one recorded copy.
+            value, tensor = self.emit(
+                "copy", [pair], copy_value(value), [("reason", "output_is_parameter")], copy_value
+            )[0]
         self.session.output(name, tensor)
         self._op_created(None, None, None)
 

@@ -307,3 +307,14 @@ def test_a_flax_linen_apply_is_a_raw_callable():
     assert "params.Dense_0.kernel" in trace.params
     np.testing.assert_allclose(trace.outputs[0].out, model.apply(variables, x), rtol=1e-6)
     assert trace.validate_forward_pass([]) is True
+
+
+def test_outputs_that_are_an_input_or_a_parameter_leaf():
+    params = {"w": jnp.arange(3.0)}
+    trace = tl.trace(lambda p, x: (p["w"], x, x * 2), (params, jnp.ones(3)), backend="jax")
+    first, second, third = trace.outputs
+    assert first.parents[0].func_name == "copy" and first.parents[0].params == ["w"]
+    np.testing.assert_array_equal(first.out, params["w"])
+    assert second.parents[0].kind == "input"
+    np.testing.assert_array_equal(third.out, jnp.full(3, 2.0))
+    assert trace.validate_forward_pass([]) is True

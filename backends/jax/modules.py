@@ -117,12 +117,13 @@ class _Patch:
     exit, also when the call raises."""
 
     def __init__(self, model: Any, framework: str) -> None:
-        self.ids = {id(module): index for index, (_, module, container) in enumerate(walk(model, framework))}
+        found = walk(model, framework)
+        self.ids = {id(module): index for index, (_, module, _) in enumerate(found)}
         self.calls: Dict[int, int] = {}
         self.active: List[int] = []
         self.saved: List[Tuple[type, Any]] = []
         classes = []
-        for _, module, container in walk(model, framework):
+        for _, module, container in found:
             if container:
                 continue
             for cls in type(module).__mro__:

@@ -138,7 +138,9 @@ SHARDED = textwrap.dedent(
     assert value.sharding.spec == P("data", None) and len(value.sharding.device_set) == 4
     np.testing.assert_array_equal(value, x)
     assert rebuilt.payload_load_status["input_1"] == "sharded"
-    given = tl.load(path, payload_load_hints=PayloadLoadHints(jax=JaxPayloadLoadHint(sharding=sharding)))
+    assert tl.PayloadLoadHints is PayloadLoadHints
+    hint = tl.backends.jax.JaxPayloadLoadHint(sharding=sharding)
+    given = tl.load(path, payload_load_hints=tl.PayloadLoadHints(jax=hint))
     assert given["input_1"].out.sharding == sharding
     print("ok")
     """

@@ -21,12 +21,14 @@ from .selectors import (
     preceded_by,
     where,
 )
+from .tlspec_io import PayloadLoadHints
 from .trace import Trace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnsupportedError",
+    "PayloadLoadHints",
     "Selector",
     "TorchLensError",
     "Trace",

@@ -11,7 +11,7 @@ from torchlens.selectors import Selector, as_selector
 from torchlens.trace import Trace, warn_matched_nothing
 
 from .capture import ID_ATTRIBUTE, Capture, _flatten, _RecordingMode
-from .dtypes import BY_NAME
+from .dtypes import BY_NAME, NAMES
 
 
 class _VersionGuard:
@@ -64,6 +64,13 @@ class TorchBackend:
         return torch.__version__
 
     # ---- payloads ----------------------------------------------------------------------------
+
+    def to_numpy(self, tensor: torch.Tensor) -> Any:
+        """A host NumPy view for diagnostics (bfloat16 and float8 widen to float32)."""
+        value = tensor.detach().to("cpu")
+        if value.dtype not in NAMES or NAMES[value.dtype].startswith(("bfloat16", "float8")):
+            value = value.float()
+        return value.numpy()
 
     def payload_bytes(self, tensor: torch.Tensor) -> memoryview:
         """The tensor's bytes in C order (bfloat16 and bool included), without a copy when the

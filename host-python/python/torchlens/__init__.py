@@ -6,7 +6,7 @@ Importing torchlens imports no framework: each backend imports its framework on 
 
 from __future__ import annotations
 
-from . import backends, errors, options
+from . import backends, debug, errors, options
 from ._core import versions
 from .api import load, trace, validate
 from .errors import BackendUnsupportedError, TorchLensError
@@ -21,16 +21,19 @@ from .selectors import (
     preceded_by,
     where,
 )
+from .tlspec_io import PayloadLoadHints
 from .trace import Trace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnsupportedError",
+    "PayloadLoadHints",
     "Selector",
     "TorchLensError",
     "Trace",
     "backends",
+    "debug",
     "errors",
     "followed_by",
     "func",

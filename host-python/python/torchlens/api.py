@@ -42,8 +42,10 @@ def validate(trace: Trace, outputs: Any = None) -> Any:
     return trace.validate_forward_pass(outputs)
 
 
-def load(path: str) -> Trace:
-    """Opens a ``.tlspec`` file saved by ``trace.save``."""
+def load(path: str, payload_load_hints: Any = None) -> Trace:
+    """Opens a ``.tlspec`` file saved by ``trace.save``. ``payload_load_hints``
+    (:class:`~torchlens.tlspec_io.PayloadLoadHints`) says how backends materialize payloads,
+    for example re-applying a JAX sharding."""
     from .tlspec_io import load as load_file
 
-    return load_file(path)
+    return load_file(path, hints=payload_load_hints)

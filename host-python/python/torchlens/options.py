@@ -37,6 +37,12 @@ class CaptureOptions:
                 "option_value_invalid",
                 "pass one of the listed values",
             )
+        if not isinstance(self.jax_max_control_flow_unroll, int) or self.jax_max_control_flow_unroll < 0:
+            raise BackendUnsupportedError(
+                "jax_max_control_flow_unroll must be a non-negative int",
+                "option_value_invalid",
+                "pass the largest number of loop trips to unroll, for example 1024",
+            )
         if self.module_identity_mode not in MODULE_IDENTITY_MODES:
             raise BackendUnsupportedError(
                 f"module_identity_mode must be one of {MODULE_IDENTITY_MODES}",

@@ -5,21 +5,32 @@ zero-copy views of a memory map."""
 from __future__ import annotations
 
 import datetime
+import json
 import mmap
 import os
 import tempfile
 import zlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from ._core import core
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError
 from .trace import Trace
 
 
+@dataclass(frozen=True)
+class PayloadLoadHints:
+    """Per-backend hints for how ``tl.load`` materializes payloads (``jax=JaxPayloadLoadHint(...)``).
+    Without hints every payload loads as a plain single-device value."""
+
+    jax: Any = None
+
+
 def save(trace: Trace, path: str) -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
     A failed save leaves any existing file untouched."""
     backend = trace._backend
+    codec = getattr(backend, "codec_metadata", None)
     manifest = {
         "backend": backend.name,
         "backend_runtime": backend.runtime_name(),
@@ -27,7 +38,7 @@ def save(trace: Trace, path: str) -> None:
         "payload_policy": "array_payloads",
         "save_level": "all" if all(op.saved for op in trace.ops if op.kind != "output") else "selected",
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "codec_metadata": "{}",
+        "codec_metadata": json.dumps(codec(trace) if codec is not None else {}, sort_keys=True),
         "payload_checksums": _payload_checksums(trace),
         "extra": [],
     }
@@ -79,19 +90,19 @@ def _payload_checksums(trace: Trace) -> list:
     return checksums
 
 
-def load(path: str, backend: Any = None) -> Trace:
+def load(path: str, backend: Any = None, hints: Optional[PayloadLoadHints] = None) -> Trace:
     """Opens a ``.tlspec``. The core checks the header and the trace body before anything is
     sized; payloads become zero-copy arrays over a private memory map of the file.
 
     Any file it cannot read raises :class:`~torchlens.errors.TlspecFormatError` (or its
     subclass ``TlspecVersionError``), with the core's stable code."""
     try:
-        return _load(path, backend)
+        return _load(path, backend, hints)
     except (LimitExceededError, InvalidTraceError) as error:
         raise TlspecFormatError(error.message, error.code, error.remedy) from error
 
 
-def _load(path: str, backend: Any) -> Trace:
+def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints]) -> Trace:
     from .backends import get_backend
 
     with open(path, "rb") as handle:
@@ -112,6 +123,22 @@ def _load(path: str, backend: Any) -> Trace:
     backend = backend or get_backend(info["manifest"]["backend"] or "torch").adapter
     ops = native.ops()
     logical_shapes = {op["label"]: op["shape"] for op in ops}
+    labels = {}
     for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):
         payloads[slot] = backend.payload_from_buffer(mapped, offset, length, dtype, logical_shapes[label])
-    return Trace(native, payloads, backend, info["manifest"])
+        labels[slot] = label
+    status = None
+    finish = getattr(backend, "finish_load", None)
+    if finish is not None:
+        try:
+            codec = json.loads(info["manifest"]["codec_metadata"] or "{}")
+        except ValueError as error:
+            raise TlspecFormatError(
+                "the manifest's codec_metadata is not JSON",
+                "tlspec_codec_metadata_invalid",
+                "the file is corrupted; save the trace again",
+            ) from error
+        status = finish(payloads, labels, codec if isinstance(codec, dict) else {}, hints)
+    trace = Trace(native, payloads, backend, info["manifest"])
+    trace.payload_load_status = status
+    return trace

@@ -164,6 +164,11 @@ class Op:
             return None
         return self._trace._payload(slot)
 
+    @property
+    def autograd(self) -> OpAutograd:
+        """The op's derived gradient, when the trace's backend derived and checked one."""
+        return OpAutograd(self._trace.autograd.intermediate_derived_grads.get(self.label))
+
     def __repr__(self) -> str:
         return f"<Op {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>"
 
@@ -250,6 +255,76 @@ class Drawing:
             handle.write(self.svg)
 
 
+class Provenance:
+    """Where a trace's facts came from, as the backend reported them (``param_source``:
+    ``"pytree-derived"``, ``"module"`` or ``"none"``; ``module_identity_mode``)."""
+
+    def __init__(self, facts: Dict[str, str]) -> None:
+        self._facts = dict(facts)
+
+    def __getattr__(self, name: str) -> Optional[str]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._facts.get(name)
+
+    def as_dict(self) -> Dict[str, str]:
+        return dict(self._facts)
+
+    def __repr__(self) -> str:
+        return f"<Provenance {self._facts}>"
+
+
+class DerivedGrad:
+    """One op's derived gradient record: ``value`` (a framework array), ``status`` (``exact``:
+    the only status that is ever exposed) and the independent ``checks`` it passed. NumPy reads
+    it as its value (``np.asarray(record)``)."""
+
+    __slots__ = ("value", "status", "checks")
+
+    def __init__(self, value: Any, status: str = "exact", checks: Sequence[str] = ()) -> None:
+        self.value = value
+        self.status = status
+        self.checks = tuple(checks)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy
+
+        return numpy.asarray(self.value, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"<DerivedGrad {self.status} {getattr(self.value, 'shape', '')} checks={list(self.checks)}>"
+
+
+class Autograd:
+    """Gradients attached to a trace. ``derived_grads`` are leaf gradients of a loss computed
+    by the backend's own autodiff (keys ``params.<address>`` and ``inputs.<n>``);
+    ``intermediate_derived_grads`` maps op labels to checked per-op :class:`DerivedGrad`
+    records. Neither is a
+    captured backward pass: ``has_backward_pass`` stays False."""
+
+    def __init__(
+        self, derived_grads: Optional[dict] = None, intermediate_derived_grads: Optional[dict] = None
+    ) -> None:
+        self.derived_grads: Dict[str, Any] = dict(derived_grads or {})
+        self.intermediate_derived_grads: Dict[str, Any] = dict(intermediate_derived_grads or {})
+        self.has_backward_pass = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<Autograd {len(self.derived_grads)} derived grads, "
+            f"{len(self.intermediate_derived_grads)} intermediate>"
+        )
+
+
+class OpAutograd:
+    """An op's gradient facts: ``derived_grad`` is its checked :class:`DerivedGrad` (or None)."""
+
+    __slots__ = ("derived_grad",)
+
+    def __init__(self, derived_grad: Any) -> None:
+        self.derived_grad = derived_grad
+
+
 class Trace:
     """What ran: every op with its function, module, shape, dtype, parents and saved value."""
 
@@ -272,6 +347,10 @@ class Trace:
         self._manifest = manifest or {}
         self._ops: Optional[List[Op]] = None
         self._info: Optional[dict] = None
+        #: Gradients a backend derived for this trace (empty unless asked for).
+        self.autograd = Autograd()
+        #: What a load materialized for each payload (None for a live trace).
+        self.payload_load_status: Optional[dict] = None
 
     # ---- structure -------------------------------------------------------------------------
 
@@ -319,6 +398,14 @@ class Trace:
     @property
     def backend(self) -> str:
         return self._backend.name
+
+    @property
+    def provenance(self) -> Provenance:
+        """Facts the backend reported about where the trace's records came from."""
+        prefix = "provenance."
+        return Provenance(
+            {key[len(prefix) :]: value for key, value in self.info["extras"] if key.startswith(prefix)}
+        )
 
     @property
     def capture_verified(self) -> bool:

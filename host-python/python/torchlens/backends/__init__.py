@@ -218,14 +218,15 @@ def _preview(
 
 
 def _register_builtin() -> None:
-    """The six backends of the spec. Only torch is built; the others are registered as planned
-    so routing, install hints and the capability matrix already cover them."""
+    """The six backends of the spec. Torch and JAX are built; the others are registered as
+    planned so routing, install hints and the capability matrix already cover them."""
+    from .jax_spec import JAX_SPEC
     from .torch_spec import TORCH_SPEC
 
-    _SPECS[TORCH_SPEC.name] = TORCH_SPEC
-    _ALIASES.update({alias: TORCH_SPEC.name for alias in TORCH_SPEC.aliases})
+    for built in (TORCH_SPEC, JAX_SPEC):
+        _SPECS[built.name] = built
+        _ALIASES.update({alias: built.name for alias in built.aliases})
     for spec in (
-        _preview("jax", (), "jax", "0.4.30", "0.11", "0.10.2", "jax", ("jax", "jaxlib", "flax", "equinox")),
         _preview(
             "tf", ("tensorflow",), "tensorflow", "2.16", "2.22", "2.21.0", "tf", ("tensorflow", "keras")
         ),
@@ -246,4 +247,9 @@ def __getattr__(name: str) -> Any:
         return frozenset(refusal_codes())
     if name == "VALIDATION_REASONS":
         return frozenset(validation_reasons())
+    spec = _SPECS.get(_ALIASES.get(name, name))
+    if spec is not None and spec.load is not None:
+        # tl.backends.jax: the adapter package (imports its framework now, on first access).
+        _require_framework(spec)
+        return importlib.import_module(f"torchlens.backends.{spec.name}")
     raise AttributeError(name)

@@ -1,0 +1,199 @@
+"""How much tl.trace costs on JAX functions, against a plain (eager) call and, optionally, the
+reference implementation, in the same run.
+
+    python benchmarks/jax_overhead.py [--reference-python PATH] [--repeats N]
+
+For each function: the plain call (``block_until_ready``), ``tl.trace(..., backend="jax")``
+saving every op, the capture cost per op above the plain call (``µs/op``) and the whole capture
+divided by its ops (``all µs/op``: an eager ``lax.scan`` compiles on every plain call, so its
+plain time can exceed a capture and only the second column compares there). With
+``--reference-python`` the same functions run under that interpreter's ``torchlens`` (the
+reference, 2.36.1) and the figures print side by side; each side counts its own ops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+
+
+def _normal(seed: int, shape: tuple) -> jax.Array:
+    return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
+
+
+def mlp(params, x):
+    for layer in params:
+        x = jax.nn.relu(x @ layer["w"] + layer["b"])
+    return x
+
+
+def mlp_args():
+    return [{"w": _normal(i, (256, 256)) * 0.05, "b": _normal(100 + i, (256,))} for i in range(8)], _normal(
+        0, (32, 256)
+    )
+
+
+def cnn(params, x):
+    dims = ("NCHW", "OIHW", "NCHW")
+    y = jax.nn.relu(lax.conv_general_dilated(x, params["k1"], (1, 1), "SAME", dimension_numbers=dims))
+    y = jax.nn.relu(lax.conv_general_dilated(y, params["k2"], (2, 2), "SAME", dimension_numbers=dims))
+    return jnp.mean(y, axis=(2, 3)) @ params["head"]
+
+
+def cnn_args():
+    params = {"k1": _normal(1, (16, 3, 3, 3)), "k2": _normal(2, (32, 16, 3, 3)), "head": _normal(3, (32, 10))}
+    return params, _normal(4, (8, 3, 32, 32))
+
+
+def transformer(params, x):
+    for block in params:
+        q, k, v = x @ block["q"], x @ block["k"], x @ block["v"]
+        attention = jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / 8.0, axis=-1)
+        x = x + attention @ v @ block["o"]
+        x = x + jax.nn.gelu(x @ block["up"]) @ block["down"]
+    return x
+
+
+def transformer_args():
+    blocks = [
+        {
+            "q": _normal(10 * i, (64, 64)) * 0.1,
+            "k": _normal(10 * i + 1, (64, 64)) * 0.1,
+            "v": _normal(10 * i + 2, (64, 64)) * 0.1,
+            "o": _normal(10 * i + 3, (64, 64)) * 0.1,
+            "up": _normal(10 * i + 4, (64, 256)) * 0.1,
+            "down": _normal(10 * i + 5, (256, 64)) * 0.1,
+        }
+        for i in range(4)
+    ]
+    return blocks, _normal(5, (2, 32, 64))
+
+
+def chain(params, x):
+    for _ in range(500):
+        x = jax.nn.relu(x) + params["c"]
+    return x
+
+
+def chain_args():
+    return {"c": jnp.float32(1.0)}, _normal(6, (4,))
+
+
+def scan_rnn(params, xs):
+    def cell(h, x):
+        return jnp.tanh(h @ params["wh"] + x @ params["wx"]), None
+
+    return lax.scan(cell, jnp.zeros((4, 32)), xs)[0]
+
+
+def scan_args():
+    return {"wh": _normal(7, (32, 32)) * 0.1, "wx": _normal(8, (16, 32))}, _normal(9, (16, 4, 16))
+
+
+def functions():
+    return [
+        ("mlp", mlp, mlp_args()),
+        ("small_cnn", cnn, cnn_args()),
+        ("transformer", transformer, transformer_args()),
+        ("chain_1000", chain, chain_args()),
+        ("scan_rnn_16", scan_rnn, scan_args()),
+    ]
+
+
+def timed(run, repeats: int) -> float:
+    """Median seconds of ``repeats`` runs after one warm-up."""
+    run()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _plain(fn, args):
+    return lambda: jax.block_until_ready(fn(*args))
+
+
+def measure(repeats: int, reference: bool) -> dict:
+    import torchlens as tl
+
+    results = {}
+    for name, fn, args in functions():
+        plain = timed(_plain(fn, args), repeats)
+        trace = tl.trace(fn, args, backend="jax")
+        ops = len(trace.ops)
+        runs = max(1, repeats // 3) if reference else repeats
+        full = timed(lambda fn=fn, args=args: tl.trace(fn, args, backend="jax"), runs)
+        results[name] = {"ops": ops, "plain": plain, "full": full}
+    return results
+
+
+def report(ours: dict, reference: dict) -> None:
+    header = f"{'function':<14}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}"
+    header += f"{'µs/op':>8}{'all µs/op':>11}"
+    if reference:
+        header += f"{'ref ops':>9}{'ref ms':>10}{'ref x':>8}{'ref µs/op':>11}{'ref all':>9}{'speed-up':>10}"
+    print(header)
+    for name, row in ours.items():
+        per_op = (row["full"] - row["plain"]) / row["ops"] * 1e6
+        line = (
+            f"{name:<14}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{row['full'] * 1e3:>10.2f}"
+            f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['full'] / row['ops'] * 1e6:>11.1f}"
+        )
+        if name in reference:
+            ref = reference[name]
+            ref_per_op = (ref["full"] - ref["plain"]) / ref["ops"] * 1e6
+            # Speed-up: the reference's whole capture per op over ours.
+            speed_up = (ref["full"] / ref["ops"]) / (row["full"] / row["ops"])
+            line += (
+                f"{ref['ops']:>9}{ref['full'] * 1e3:>10.1f}{ref['full'] / ref['plain']:>8.1f}"
+                f"{ref_per_op:>11.1f}{ref['full'] / ref['ops'] * 1e6:>9.1f}{speed_up:>10.1f}"
+            )
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reference-python", help="a Python with the reference torchlens 2.36.1 and jax")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--mode", choices=["ours", "reference", "compare"], default="compare")
+    arguments = parser.parse_args()
+    if arguments.mode in ("ours", "reference"):
+        print(json.dumps(measure(arguments.repeats, arguments.mode == "reference")))
+        return
+    reference = {}
+    if arguments.reference_python:
+        completed = subprocess.run(
+            [
+                arguments.reference_python,
+                __file__,
+                "--mode",
+                "reference",
+                "--repeats",
+                str(arguments.repeats),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        reference = json.loads(completed.stdout.strip().splitlines()[-1])
+    ours = measure(arguments.repeats, False)
+    print(f"jax {jax.__version__}, CPU, median of {arguments.repeats}")
+    report(ours, reference)
+
+
+if __name__ == "__main__":
+    main()

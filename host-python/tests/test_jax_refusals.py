@@ -1,0 +1,149 @@
+"""Every JAX refusal: a typed ``BackendUnsupportedError`` whose code is in REFUSAL_CODES, raised
+before the function's effects run (its callbacks never fire, no capture session is left open)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax_models import mlp, mlp_args, scan_rnn, scan_rnn_args
+
+import torchlens as tl
+from torchlens.options import CaptureOptions
+
+CALLS = {"callback": 0}
+
+
+def _count(value):
+    CALLS["callback"] += 1
+    return value
+
+
+def with_io_callback(params, x):
+    y = jax.experimental.io_callback(_count, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return y @ params["fc1"]["w"]
+
+
+def with_debug_print(params, x):
+    jax.debug.print("x = {}", x)
+    return x @ params["fc1"]["w"]
+
+
+_OUTSIDE = jnp.arange(8.0)
+
+
+def jit_with_constants(params, x):
+    return jax.jit(lambda v: v + _OUTSIDE)(x) @ params["fc1"]["w"]
+
+
+def jit_with_donation(params, x):
+    return jax.jit(lambda v: v * 2.0, donate_argnums=0)(x) @ params["fc1"]["w"]
+
+
+def _inside_jit():
+    params, x = mlp_args()
+    jax.jit(lambda p, v: tl.trace(mlp, (p, v), backend="jax").outputs[0].out)(params, x)
+
+
+def _trace(fn=mlp, args=None, **keywords):
+    return tl.trace(fn, args if args is not None else mlp_args(), backend="jax", **keywords)
+
+
+JAX_TRIGGERS = {
+    "transformed_root_callable": lambda: _trace(jax.jit(mlp)),
+    "callback_effects": lambda: _trace(with_io_callback),
+    "nested_primitive_unsupported": lambda: _trace(
+        scan_rnn, scan_rnn_args(), capture=CaptureOptions(jax_control_flow="reject")
+    ),
+}
+
+#: Preview-shared and capability codes the JAX backend raises.
+JAX_SHARED_TRIGGERS = {
+    "intervene_unsupported": lambda: _trace(intervene=object()),
+    "stop_after_unsupported": lambda: _trace(stop_after=tl.func("tanh")),
+    "value_dependent_save_unsupported": lambda: _trace(save=tl.where(lambda op: True)),
+    "followed_by_unsupported": lambda: _trace(save=tl.followed_by(tl.func("add"), tl.func("max"))),
+    "streaming_unsupported": lambda: _trace(capture=CaptureOptions(extra={"streaming": True})),
+    "save_grads_unsupported": lambda: _trace(capture=CaptureOptions(extra={"save_grads": True})),
+    "option_unsupported": lambda: _trace(capture=CaptureOptions(module_identity_mode="object_module")),
+}
+
+
+@pytest.mark.parametrize("code", sorted({**JAX_TRIGGERS, **JAX_SHARED_TRIGGERS}))
+def test_each_jax_refusal_is_typed(code):
+    triggers = {**JAX_TRIGGERS, **JAX_SHARED_TRIGGERS}
+    CALLS["callback"] = 0
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        triggers[code]()
+    assert caught.value.code == code
+    assert caught.value.code in tl.backends.REFUSAL_CODES
+    assert caught.value.remedy
+    assert caught.value.framework == "jax"
+    assert CALLS["callback"] == 0
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [jax.jit, jax.vmap, jax.grad, lambda f: jax.value_and_grad(f), jax.jacfwd, jax.checkpoint],
+    ids=["jit", "vmap", "grad", "value_and_grad", "jacfwd", "checkpoint"],
+)
+def test_transformed_roots_refuse(transform):
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _trace(transform(lambda params, x: jnp.sum(mlp(params, x))))
+    assert caught.value.code == "transformed_root_callable"
+
+
+def test_capture_from_inside_a_transform_refuses():
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _inside_jit()
+    assert caught.value.code == "transformed_root_callable"
+
+
+@pytest.mark.parametrize("fn", [with_debug_print, with_io_callback], ids=["debug_print", "io_callback"])
+def test_callback_effects_refuse(fn):
+    CALLS["callback"] = 0
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _trace(fn)
+    assert caught.value.code == "callback_effects"
+    assert CALLS["callback"] == 0
+
+
+@pytest.mark.parametrize(
+    "fn", [jit_with_constants, jit_with_donation], ids=["closed_constants", "donated_inputs"]
+)
+def test_impure_nested_jit_refuses(fn):
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _trace(fn)
+    assert caught.value.code == "nested_primitive_unsupported"
+
+
+def test_unsupported_nested_primitive_refuses():
+    from jax.sharding import Mesh, PartitionSpec
+
+    mesh = Mesh(jax.devices()[:1], ("x",))
+
+    def sharded(params, x):
+        body = jax.shard_map(
+            lambda v: v * 2.0, mesh=mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec()
+        )
+        return body(x) @ params["fc1"]["w"]
+
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _trace(sharded)
+    assert caught.value.code == "nested_primitive_unsupported"
+
+
+def test_a_deleted_closure_array_is_unrealizable():
+    gone = jnp.arange(8.0) + 1.0
+    gone.delete()
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        _trace(lambda params, x: (x * gone) @ params["fc1"]["w"])
+    assert caught.value.code == "constant_unrealizable"
+    assert caught.value.code in tl.backends.REFUSAL_CODES
+
+
+def test_no_session_is_left_open_after_a_refusal():
+    with pytest.raises(tl.BackendUnsupportedError):
+        _trace(with_debug_print)
+    # The next capture works normally.
+    assert _trace().validate_forward_pass([]) is True

@@ -340,6 +340,8 @@ class Capture:
         return list(carry) + stacked
 
     def _cond(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
+        if self.mode == "region":
+            return self._region(eqn, ins)
         branches = eqn.params["branches"]
         index = int(np.clip(int(ins[0][0]), 0, len(branches) - 1))
         return self.run_closed(branches[index], ins[1:])

@@ -152,6 +152,16 @@ def _intermediate(trace: Any, options: GradOptions, loss_fn: Callable[[Any], Any
             "intermediate_grads_over_cap",
             "raise GradOptions.max_intermediate_grads, or leave intermediate_grads off",
         )
+    # The re-evaluated graph must reproduce the captured outputs before any record is exposed.
+    from .replay import same
+
+    try:
+        rerun = jax.tree_util.tree_leaves(_evaluate(trace, {}))
+    except Exception:
+        return {}
+    recorded = [capture.values[op._info["parents"][0][0]] for op in trace.outputs]
+    if len(rerun) != len(recorded) or not all(same(a, b) for a, b in zip(rerun, recorded)):
+        return {}
     zeros = {op.index: jnp.zeros_like(capture.values[op.index]) for op in candidates}
     try:
         tapped = jax.grad(lambda taps: loss_fn(_evaluate(trace, taps)))(zeros)

@@ -52,6 +52,28 @@ def _nnx_walk(model: Any) -> List[Tuple[str, Any, bool]]:
     return found
 
 
+def _nnx_paths(model: Any) -> Dict[int, List[str]]:
+    """Every address each NNX module is reachable under (a module assigned to two attributes
+    is one object in an NNX graph), in discovery order."""
+    nnx = sys.modules["flax.nnx"]
+    paths: Dict[int, List[str]] = {}
+
+    def visit(node: Any, address: str, depth: int) -> None:
+        if depth > 64:
+            return
+        known = paths.get(id(node))
+        if known is not None:
+            known.append(address)
+            return
+        paths[id(node)] = [address]
+        for key, child in nnx.iter_children(node):
+            if isinstance(child, nnx.Module):
+                visit(child, f"{address}.{key}" if address else str(key), depth + 1)
+
+    visit(model, "", 0)
+    return paths
+
+
 def walk(model: Any, framework: str) -> List[Tuple[str, Any, bool]]:
     if framework == "equinox":
         found: List[Tuple[str, Any, bool]] = []
@@ -216,12 +238,14 @@ def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute
                 best, best_length = index, len(address)
         return best
 
+    reachable = _nnx_paths(model) if framework == "flax_nnx" and attribute else {}
+
     def declare_modules(session: Any) -> None:
-        for index, (address, _module, container) in enumerate(modules):
+        for index, (address, module, container) in enumerate(modules):
             if address == "self":
                 continue
-            class_name = type(_module).__name__
-            session.module(index, [address], class_name, container, False)
+            aliases = [other for other in reachable.get(id(module), []) if other != address]
+            session.module(index, [address, *aliases], type(module).__name__, container, False)
 
     def param_trainable(name: str) -> bool:
         return True if trainable is None else trainable.get(name, True)

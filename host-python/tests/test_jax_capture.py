@@ -194,6 +194,9 @@ def test_cond_records_only_the_branch_taken():
     params, x = cond_args(positive=False)
     other = funcs(tl.trace(cond_fn, (params, x), backend="jax"))
     assert "neg" in other and "exp" not in other
+    region = tl.trace(cond_fn, (params, x), backend="jax", capture=CaptureOptions(jax_control_flow="region"))
+    assert "cond" in funcs(region) and "neg" not in funcs(region)
+    np.testing.assert_allclose(region.outputs[0].out, cond_fn(params, x), rtol=1e-6)
 
 
 def test_a_closure_array_is_a_constant_parent():

@@ -113,3 +113,16 @@ def test_leaf_gradients_through_a_custom_vjp_region_match_jax_grad():
     trace = tl.trace(custom_vjp_fn, (params, x), backend="jax", capture=CaptureOptions(grad_options=options))
     expected = jax.grad(lambda p: jnp.sum(custom_vjp_fn(p, x)))(params)
     np.testing.assert_allclose(trace.autograd.derived_grads["params.a"], expected["a"], rtol=1e-6)
+
+
+def test_intermediate_gradients_are_withheld_when_the_graph_does_not_reproduce_the_output():
+    params, x = mlp_args()
+    options = tl.backends.jax.GradOptions(loss_fn=lambda out: jnp.sum(out**2))
+    trace = tl.trace(mlp, (params, x), backend="jax", capture=CaptureOptions(grad_options=options))
+    from torchlens.backends.jax.grads import _intermediate
+
+    assert _intermediate(trace, options, options.loss_fn)
+    values = trace._runtime.capture.values
+    output_producer = trace.outputs[0].parents[0].index
+    values[output_producer] = values[output_producer] + 1.0  # the recorded output no longer matches
+    assert _intermediate(trace, options, options.loss_fn) == {}

@@ -325,3 +325,21 @@ def test_module_classes_are_restored_after_a_capture_and_after_a_refusal():
         tl.trace(Counter(), jnp.ones(3), backend="jax")
     assert Counter.__call__ is counter_call
     assert "tlm" not in repr(jax.make_jaxpr(eqx_mlp())(jnp.ones(3)).jaxpr.eqns[0].source_info.name_stack)
+
+
+def test_a_module_shared_under_two_nnx_attributes_is_one_record_with_both_addresses():
+    class Shared(nnx.Module):
+        def __init__(self, rngs):
+            self.first = nnx.Linear(3, 3, rngs=rngs)
+            self.second = self.first
+
+        def __call__(self, x):
+            return self.second(jnp.tanh(self.first(x)))
+
+    model = Shared(nnx.Rngs(0))
+    trace = tl.trace(model, jnp.ones((1, 3)), backend="jax")
+    assert trace.modules["first"].all_addresses == ["first", "second"]
+    assert trace.modules["first"].num_calls == 2
+    assert "second" not in trace.modules
+    np.testing.assert_allclose(trace.outputs[0].out, model(jnp.ones((1, 3))), rtol=1e-6)
+    assert trace.validate_forward_pass([]) is True

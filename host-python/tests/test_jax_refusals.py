@@ -147,3 +147,31 @@ def test_no_session_is_left_open_after_a_refusal():
         _trace(with_debug_print)
     # The next capture works normally.
     assert _trace().validate_forward_pass([]) is True
+
+
+def test_record_refuses_on_jax_before_the_function_runs():
+    CALLS["callback"] = 0
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        tl.record(with_io_callback, mlp_args(), backend="jax")
+    assert caught.value.code == "capability_unsupported"
+    assert caught.value.framework == "jax"
+    assert "sparse_recording" in caught.value.message
+    assert CALLS["callback"] == 0
+    # backend=None routes a JAX function to JAX and refuses the same way.
+    with pytest.raises(tl.BackendUnsupportedError) as routed:
+        tl.record(mlp, mlp_args())
+    assert routed.value.framework == "jax"
+
+
+def test_editing_a_finished_jax_trace_refuses(tmp_path):
+    trace = _trace()
+    with pytest.raises(tl.BackendUnsupportedError) as caught:
+        trace.fork()
+    assert caught.value.code == "capability_unsupported"
+    assert caught.value.framework == "jax"
+    assert "edit_finished_trace" in caught.value.message
+    path = tmp_path / "mlp.tlspec"
+    trace.save(str(path))
+    with pytest.raises(tl.BackendUnsupportedError) as loaded:
+        tl.load(str(path)).fork()
+    assert loaded.value.framework == "jax"

@@ -84,6 +84,16 @@ pub const CAPABILITIES: &[Capability] = &[
         "capability_unsupported",
         "derived gradients of a loss",
     ),
+    capability(
+        "sparse_recording",
+        "capability_unsupported",
+        "tl.record: fast repeated recording of chosen ops",
+    ),
+    capability(
+        "edit_finished_trace",
+        "capability_unsupported",
+        "edit a finished trace (trace.fork()) or patch in activations from another run",
+    ),
 ];
 
 /// The capability named `name`.

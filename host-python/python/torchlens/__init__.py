@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import backends, debug, errors, options
 from ._core import versions
-from .api import load, trace, validate
+from .api import load, record, trace, validate
 from .errors import BackendUnsupportedError, TorchLensError
 from .selectors import (
     Selector,
@@ -44,6 +44,7 @@ __all__ = [
     "module",
     "options",
     "preceded_by",
+    "record",
     "trace",
     "validate",
     "versions",

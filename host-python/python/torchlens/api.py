@@ -37,6 +37,16 @@ def trace(
     return trace
 
 
+def record(model: Any, x: Any = (), *, backend: Optional[str] = None, **options: Any) -> Any:
+    """Fast repeated recording of chosen ops (``tl.record``). Not built on any backend yet:
+    routes ``model`` like :func:`trace`, then refuses with ``BackendUnsupportedError``
+    (``capability_unsupported``) naming the framework, before the model runs."""
+    from .backends import gate, resolve
+
+    gate(resolve(model, x, backend), "sparse_recording")
+    raise AssertionError("the gate admitted sparse_recording, which no backend implements")
+
+
 def validate(trace: Trace, outputs: Any = None) -> Any:
     """Replay validation of a trace (see :meth:`Trace.validate_forward_pass`)."""
     return trace.validate_forward_pass(outputs)

@@ -399,6 +399,15 @@ class Trace:
     def backend(self) -> str:
         return self._backend.name
 
+    def fork(self) -> Any:
+        """Editing a finished trace (``trace.fork().do(...)``) or patching in activations from
+        another run. Not built on any backend: refuses with ``BackendUnsupportedError``
+        (``capability_unsupported``) naming the framework."""
+        from .backends import gate, get_spec
+
+        gate(get_spec(self._backend.name), "edit_finished_trace")
+        raise AssertionError("the gate admitted edit_finished_trace, which no backend implements")
+
     @property
     def provenance(self) -> Provenance:
         """Facts the backend reported about where the trace's records came from."""

@@ -58,6 +58,9 @@ JAX_CAPABILITIES = {
     "stop_after": False,
     "streaming": False,
     "save_grads": False,
+    # Not built on any backend yet: both refuse with capability_unsupported.
+    "sparse_recording": False,
+    "edit_finished_trace": False,
 }
 
 JAX_SPEC = BackendSpec(

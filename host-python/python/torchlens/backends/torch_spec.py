@@ -47,6 +47,9 @@ TORCH_CAPABILITIES = {
     "streaming": False,
     "save_grads": False,
     "derived_grads": False,
+    # Not built on any backend yet: both refuse with capability_unsupported.
+    "sparse_recording": False,
+    "edit_finished_trace": False,
 }
 
 TORCH_SPEC = BackendSpec(

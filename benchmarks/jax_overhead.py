@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -25,6 +24,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
+from reference_process import measure_in_reference_python
 
 
 def _normal(seed: int, shape: tuple) -> jax.Array:
@@ -176,20 +176,7 @@ def main() -> None:
         return
     reference = {}
     if arguments.reference_python:
-        completed = subprocess.run(
-            [
-                arguments.reference_python,
-                __file__,
-                "--mode",
-                "reference",
-                "--repeats",
-                str(arguments.repeats),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        reference = json.loads(completed.stdout.strip().splitlines()[-1])
+        reference = measure_in_reference_python(arguments.reference_python, __file__, arguments.repeats)
     ours = measure(arguments.repeats, False)
     print(f"jax {jax.__version__}, CPU, median of {arguments.repeats}")
     report(ours, reference)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import time
 
 import torch
 import torch.nn as nn
+from reference_process import measure_in_reference_python
 
 
 def mlp() -> nn.Module:
@@ -165,20 +165,7 @@ def main() -> None:
         return
     reference = {}
     if arguments.reference_python:
-        completed = subprocess.run(
-            [
-                arguments.reference_python,
-                __file__,
-                "--mode",
-                "reference",
-                "--repeats",
-                str(arguments.repeats),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        reference = json.loads(completed.stdout.strip().splitlines()[-1])
+        reference = measure_in_reference_python(arguments.reference_python, __file__, arguments.repeats)
     ours = measure_ours(arguments.repeats)
     print(f"torch {torch.__version__}, 1 thread, median of {arguments.repeats}")
     report(ours, reference)

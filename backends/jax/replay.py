@@ -100,8 +100,7 @@ def _perturbed(value: Any, rng: np.random.Generator) -> Any:
 
 def validate(trace: Any, outputs: Optional[List[Any]] = None) -> Any:
     """True/False when the outcome is final, otherwise the :class:`ValidationStatus`."""
-    status = validation_status(trace, outputs)
-    return status.passed if status.state in ("passed", "failed") else status
+    return validation_status(trace, outputs).outcome()
 
 
 def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> ValidationStatus:

@@ -131,8 +131,7 @@ def _perturbed(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 def validate(trace: Any, outputs: Optional[List[Any]] = None) -> Any:
     """Replay-validates a live torch trace; returns True/False when the status is final,
     otherwise the :class:`ValidationStatus`."""
-    status = validation_status(trace, outputs)
-    return status.passed if status.state in ("passed", "failed") else status
+    return validation_status(trace, outputs).outcome()
 
 
 def validation_status(trace: Any, outputs: Optional[List[Any]] = None) -> ValidationStatus:

@@ -27,6 +27,11 @@ class ValidationStatus:
     def passed(self) -> bool:
         return self.state == "passed"
 
+    def outcome(self) -> Any:
+        """What ``validate_forward_pass`` returns: True/False when the state is final, otherwise
+        this status."""
+        return self.passed if self.state in FINAL_STATES else self
+
     def __bool__(self) -> bool:
         if self.state not in FINAL_STATES:
             raise TypeError(

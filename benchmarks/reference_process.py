@@ -1,0 +1,20 @@
+"""Running a benchmark script's reference measurement in another interpreter (the one with the
+reference implementation installed) and reading back its JSON, so both sides run in one
+invocation on the same machine state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+
+def measure_in_reference_python(reference_python: str, script: str, repeats: int) -> dict:
+    """Runs ``script --mode reference --repeats N`` under ``reference_python``; the script's
+    last line of output is its JSON measurement."""
+    completed = subprocess.run(
+        [reference_python, script, "--mode", "reference", "--repeats", str(repeats)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(completed.stdout.strip().splitlines()[-1])

@@ -10,7 +10,6 @@ import jax
 from torchlens._core import core
 from torchlens.errors import BackendUnsupportedError
 from torchlens.options import CaptureOptions
-from torchlens.selectors import as_selector
 from torchlens.trace import Trace, warn_matched_nothing
 
 from . import refusals
@@ -87,23 +86,11 @@ class JaxBackend:
         intervene: Any = None,
         stop_after: Any = None,
     ) -> Trace:
-        from torchlens.backends import gate, get_spec
+        from torchlens.backends import gate, gate_capture_request, get_spec
 
         spec = get_spec(self.name)
         # Refusals come before any side effect: the function is not traced or run.
-        if intervene is not None:
-            gate(spec, "intervene")
-        if stop_after is not None:
-            gate(spec, "stop_after")
-        native_core = core()
-        selector = None
-        if save is not None and save is not True and save is not False:
-            selector = as_selector(save)
-            selector_class = native_core.classify_selector(selector.arena())
-            if selector_class == "value-dependent":
-                gate(spec, "save_value_dependent")
-            elif selector_class == "temporal":
-                gate(spec, "temporal_selectors")
+        selector = gate_capture_request(spec, save, intervene, stop_after)
         if options.extra.get("streaming"):
             gate(spec, "streaming")
         if options.extra.get("save_grads"):
@@ -132,7 +119,7 @@ class JaxBackend:
         refusals.check(closed.jaxpr, options.jax_control_flow, attributed=root.kind == "pytree_module")
         refusals.check_constants(closed.consts)
 
-        session = native_core.start_session(
+        session = core().start_session(
             options.recurrence_detection, options.compute_input_output_distances, None
         )
         capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll)

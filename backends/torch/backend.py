@@ -7,7 +7,7 @@ from typing import Any, Optional
 import torch
 from torchlens._core import core
 from torchlens.options import CaptureOptions
-from torchlens.selectors import Selector, as_selector
+from torchlens.selectors import Selector
 from torchlens.trace import Trace, warn_matched_nothing
 
 from .capture import ID_ATTRIBUTE, Capture, _flatten, _RecordingMode
@@ -104,14 +104,11 @@ class TorchBackend:
         intervene: Any = None,
         stop_after: Any = None,
     ) -> Trace:
-        from torchlens.backends import gate, get_spec
+        from torchlens.backends import gate, gate_capture_request, get_spec
 
         spec = get_spec(self.name)
         # Refusals come before any side effect: nothing is installed, the model does not run.
-        if intervene is not None:
-            gate(spec, "intervene")
-        if stop_after is not None:
-            gate(spec, "stop_after")
+        selector: Optional[Selector] = gate_capture_request(spec, save, intervene, stop_after)
         if options.grad_options is not None:
             gate(spec, "derived_grads")
         if options.module_identity_mode not in (None, "object_module"):
@@ -125,18 +122,9 @@ class TorchBackend:
             )
         args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
         kwargs = dict(kwargs or {})
-        selector: Optional[Selector] = None
         save_all = save is None or save is True
-        if save is not None and save is not True and save is not False:
-            selector = as_selector(save)
         native_core = core()
         plan = selector.arena() if selector is not None else None
-        if selector is not None:
-            selector_class = native_core.classify_selector(plan)
-            if selector_class == "value-dependent":
-                gate(spec, "save_value_dependent")
-            elif selector_class == "temporal":
-                gate(spec, "temporal_selectors")
         session = native_core.start_session(
             options.recurrence_detection, options.compute_input_output_distances, plan
         )

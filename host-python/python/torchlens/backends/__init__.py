@@ -17,6 +17,7 @@ from .contract import (
     FrameworkRequirement,
     check_registration,
     gate,
+    gate_capture_request,
     refusal_codes,
     validation_reasons,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "BackendSpec",
     "FrameworkRequirement",
     "gate",
+    "gate_capture_request",
     "get_backend",
     "get_spec",
     "names",

@@ -96,6 +96,29 @@ def gate(spec: BackendSpec, capability: str) -> None:
         )
 
 
+def gate_capture_request(spec: BackendSpec, save: Any, intervene: Any, stop_after: Any) -> Any:
+    """The refusals every backend applies to a ``tl.trace`` call before anything runs:
+    ``intervene=``, ``stop_after=``, and a ``save=`` selector whose class (value-dependent,
+    temporal) the backend cannot decide. Returns the save selector, or None when ``save`` is
+    None, True or False."""
+    from .._core import core
+    from ..selectors import as_selector
+
+    if intervene is not None:
+        gate(spec, "intervene")
+    if stop_after is not None:
+        gate(spec, "stop_after")
+    if save is None or save is True or save is False:
+        return None
+    selector = as_selector(save)
+    selector_class = core().classify_selector(selector.arena())
+    if selector_class == "value-dependent":
+        gate(spec, "save_value_dependent")
+    elif selector_class == "temporal":
+        gate(spec, "temporal_selectors")
+    return selector
+
+
 def check_registration(spec: BackendSpec) -> None:
     """Raises ``BackendCapabilityConformanceError`` when a True flag has no implementation."""
     from .._core import core

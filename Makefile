@@ -62,8 +62,8 @@ lint: setup-python
 	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
 	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
 	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
-	$(PYTHON) -m ruff check host-python backends benchmarks host-web/browser-tests
-	$(PYTHON) -m ruff format --check host-python backends benchmarks host-web/browser-tests
+	$(PYTHON) -m ruff check host-python benchmarks host-web/browser-tests
+	$(PYTHON) -m ruff format --check host-python benchmarks host-web/browser-tests
 
 ## bench: criterion benchmarks, native and through the component.
 bench: component

@@ -12,6 +12,8 @@ from jax import lax
 
 import torchlens as tl
 
+pytestmark = pytest.mark.jax
+
 X = jnp.linspace(-1, 1, 12).reshape(3, 4)
 PARAMS = {"w": jnp.ones((4, 4)) * 0.1 + jnp.eye(4)}
 

@@ -12,6 +12,8 @@ from jax_models import attention, attention_args, mlp, mlp_args, scan_rnn, scan_
 import torchlens as tl
 from torchlens.options import CaptureOptions
 
+pytestmark = pytest.mark.jax
+
 
 def test_the_spec_gradient_example_runs_unchanged():
     def fn(params, x):
@@ -119,10 +121,17 @@ def test_intermediate_gradients_are_withheld_when_the_graph_does_not_reproduce_t
     params, x = mlp_args()
     options = tl.backends.jax.GradOptions(loss_fn=lambda out: jnp.sum(out**2))
     trace = tl.trace(mlp, (params, x), backend="jax", capture=CaptureOptions(grad_options=options))
-    from torchlens.backends.jax.grads import _intermediate
+    from torchlens.backends.jax.grads import INTERMEDIATE_REPLAY_DIVERGED, _intermediate
+    from torchlens.trace import Autograd
 
-    assert _intermediate(trace, options, options.loss_fn)
-    values = trace._runtime.capture.values
-    output_producer = trace.outputs[0].parents[0].index
+    checked = Autograd()
+    _intermediate(trace, options, options.loss_fn, checked)
+    assert checked.intermediate_derived_grads and checked.intermediate_unavailable is None
+    values = trace._runtime.values
+    output_producer = trace.outputs[0].parents[0]._info["value"]
     values[output_producer] = values[output_producer] + 1.0  # the recorded output no longer matches
-    assert _intermediate(trace, options, options.loss_fn) == {}
+    withheld = Autograd()
+    with pytest.warns(tl.errors.DerivedGradUnavailableWarning):
+        _intermediate(trace, options, options.loss_fn, withheld)
+    assert withheld.intermediate_derived_grads == {}
+    assert withheld.intermediate_unavailable == INTERMEDIATE_REPLAY_DIVERGED

@@ -14,6 +14,8 @@ from flax import nnx
 import torchlens as tl
 from torchlens.options import CaptureOptions
 
+pytestmark = pytest.mark.jax
+
 
 def eqx_mlp():
     return eqx.nn.MLP(3, 2, 4, 2, key=jax.random.key(0))

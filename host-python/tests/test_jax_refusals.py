@@ -11,6 +11,8 @@ from jax_models import mlp, mlp_args, scan_rnn, scan_rnn_args
 import torchlens as tl
 from torchlens.options import CaptureOptions
 
+pytestmark = pytest.mark.jax
+
 CALLS = {"callback": 0}
 
 

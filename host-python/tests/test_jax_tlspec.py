@@ -14,9 +14,12 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax_models import mlp, mlp_args
 
 import torchlens as tl
+
+pytestmark = pytest.mark.jax
 
 
 def test_round_trip_loads_jax_arrays_equal_to_the_live_values(tmp_path):

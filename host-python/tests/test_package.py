@@ -14,6 +14,25 @@ def test_import_torchlens_imports_no_framework():
     assert output.strip() == "[]"
 
 
+def test_the_core_answers_from_inside_the_embedded_component():
+    """The build id is computed into the component when it is compiled; the running core
+    reports it, and the same bytes sit inside the component the extension embeds (and nowhere
+    else: the extension does not link the core natively, see the Makefile's lint target)."""
+    from torchlens import _native
+    from torchlens._core import core
+
+    component = _native.embedded_component()
+    assert component[:4] == b"\0asm"
+    build_id = core().build_id()
+    assert build_id.startswith("torchlens-core-build:") and len(build_id) > len("torchlens-core-build:") + 8
+    assert build_id.encode() in component
+    # The extension holds the id only inside the embedded component: no native copy of the core
+    # (which would carry its own copy of the constant) is linked into it.
+    with open(_native.__file__, "rb") as handle:
+        extension = handle.read()
+    assert extension.count(build_id.encode()) == component.count(build_id.encode())
+
+
 def test_versions_report_the_component_and_wasmtime():
     import torchlens as tl
 

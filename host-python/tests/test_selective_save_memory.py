@@ -8,6 +8,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.torch
+
 SCRIPT = """
 import torch, torchlens as tl
 

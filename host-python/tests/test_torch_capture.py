@@ -11,6 +11,8 @@ from torch.overrides import TorchFunctionMode
 
 import torchlens as tl
 
+pytestmark = pytest.mark.torch
+
 BATTERY = battery()
 
 
@@ -57,18 +59,20 @@ def test_every_saved_value_equals_what_the_model_computed(name, model, x):
         if address == "self":
             continue
         assert address in modules or any(address in m.all_addresses for m in modules.values()), address
-    by_call = {}
-    for op in trace.ops:
-        by_call.setdefault(op.module, []).append(op)
+    # Every module call's tensor output, in call order, is the op the trace says the call
+    # returned, with the same value; a call the trace cannot match fails.
     checked = 0
     for module in modules.values():
         calls = module.calls
         values = [value for address, value in expected_outputs if address in module.all_addresses]
+        assert len(values) == len(calls), (
+            f"{name}: {module.address} ran {len(values)} times, trace has {calls}"
+        )
         for call_name, value in zip(calls, values):
             matches = trace.select(tl.module(call_name))
-            if len(matches) == 1 and matches[0].out is not None and matches[0].out.shape == value.shape:
-                assert torch.equal(matches[0].out, value), f"{name}: {call_name}"
-                checked += 1
+            assert len(matches) == 1, f"{name}: {call_name} returned one tensor, the trace says {matches}"
+            assert torch.equal(matches[0].out, value), f"{name}: {call_name}"
+            checked += 1
     assert checked > 0
     # Every op that is not a boundary node has a value of the recorded shape and dtype.
     for op in trace.ops:
@@ -166,14 +170,20 @@ def test_dict_inputs_and_outputs():
     assert torch.equal(outputs["output.joint"].out, expected["joint"])
 
 
-def test_kwargs_train_mode_and_no_grad():
+def test_keyword_inputs_train_mode_and_no_grad():
     model = SmallCnnTrain()
-    x = torch.randn(2, 3, 8, 8)
-    trace = tl.trace(model, x)
+    x, scale = torch.randn(2, 3, 8, 8), torch.tensor(3.0)
+    trace = tl.trace(model, x, {"scale": scale})
+    assert [op._info["name"] for op in trace.inputs] == ["x", "scale"]
+    assert trace.inputs[1].out is not None and torch.equal(trace.inputs[1].out, scale)
+    multiply = trace.select(tl.func("__mul__"))[0]
+    assert trace.inputs[1].label in [parent.label for parent in multiply.parents]
     assert trace.modules["bn"].training
     with torch.no_grad():
-        quiet = tl.trace(model.eval(), x)
+        quiet = tl.trace(model.eval(), x, kwargs={"scale": scale})
+        expected = model(x, scale=scale)
     assert not quiet.modules["bn"].training
+    assert torch.equal(quiet.outputs[0].out, expected)
 
 
 class SmallCnnTrain(torch.nn.Module):
@@ -206,10 +216,11 @@ def test_plain_functions_trace_too():
     def fn(x):
         return torch.sigmoid(x * 2)
 
-    trace = tl.trace(fn, torch.randn(3))
-    assert [op.func_name for op in trace.ops] == ["input", "__mul__", "sigmoid", "output"] or [
-        op.op_type for op in trace.ops
-    ] == ["input", "mul", "sigmoid", "output"]
+    x = torch.randn(3)
+    trace = tl.trace(fn, x)
+    assert [op.func_name for op in trace.ops] == ["input", "__mul__", "sigmoid", "output"]
+    assert [op.op_type for op in trace.ops] == ["input", "mul", "sigmoid", "output"]
+    assert torch.equal(trace.outputs[0].out, fn(x))
 
 
 def test_a_selector_that_matches_nothing_warns():
@@ -283,6 +294,67 @@ def test_a_saved_value_changed_after_the_capture_is_refused_not_served(tmp_path)
     with pytest.raises(tl.errors.PayloadModifiedError):
         trace.save(str(tmp_path / "t.tlspec"))
     returned.sub_(1.0)
-    # Values other ops computed are untouched.
+    # Undoing the change does not make the value trustworthy again: the counter moved on.
+    with pytest.raises(tl.errors.PayloadModifiedError):
+        _ = trace.outputs[0].out
+    # Values other ops computed are untouched, and the refused value was the model's output.
     assert torch.equal(trace["relu_1_3"].out, torch.relu(trace["linear_1_2"].out))
-    assert before.shape == returned.shape
+    with torch.no_grad():
+        assert torch.equal(before, model(x))
+
+
+class ReadsGlobalBetweenLayers(torch.nn.Module):
+    """Reads a module-level tensor between two layers: a constant op enters the trace in the
+    middle of the ops a narrow save= selects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 4)
+        self.fc2 = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        from models import GLOBAL_OFFSET
+
+        return self.fc2(torch.relu(self.fc1(x) + GLOBAL_OFFSET))
+
+
+def test_a_constant_read_mid_forward_does_not_shift_which_values_a_narrow_save_keeps():
+    from models import GLOBAL_OFFSET
+
+    model, x = ReadsGlobalBetweenLayers().eval(), torch.randn(2, 4)
+    trace = tl.trace(model, x, save=tl.func("relu") | tl.module("fc2"))
+    constant = [op for op in trace.ops if op.is_constant]
+    assert len(constant) == 1
+    assert [op.label for op in trace.saved_ops] == [constant[0].label, "relu_1_5", "linear_2_6"]
+    with torch.no_grad():
+        hidden = torch.relu(model.fc1(x) + GLOBAL_OFFSET)
+        assert torch.equal(constant[0].out, GLOBAL_OFFSET)
+        assert torch.equal(trace["relu_1_5"].out, hidden)
+        assert torch.equal(trace["linear_2_6"].out, model.fc2(hidden))
+
+
+class KeepsACache(torch.nn.Module):
+    """Keeps an intermediate tensor between calls and reads it in the next call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+        self.cache = None
+
+    def forward(self, x):
+        hidden = torch.tanh(self.fc(x))
+        out = hidden if self.cache is None else hidden + self.cache
+        self.cache = hidden * 2
+        return out
+
+
+def test_a_tensor_kept_from_an_earlier_capture_is_a_constant_not_a_stale_id():
+    model, x = KeepsACache().eval(), torch.randn(2, 3)
+    tl.trace(model, x)
+    cached = model.cache.detach().clone()
+    second = tl.trace(model, x)
+    add = second.select(tl.func("__add__"))[0]
+    constant = [parent for parent in add.parents if parent.is_constant]
+    assert len(constant) == 1, [parent.label for parent in add.parents]
+    assert torch.equal(constant[0].out, cached)
+    assert [parent.func_name for parent in add.parents] == ["tanh", "constant"]

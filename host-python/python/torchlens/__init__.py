@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import backends, debug, errors, options
 from ._core import versions
 from .api import load, record, trace, validate
+from .edits import add, clamp, mean_ablate, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
 from .selectors import (
     Selector,
@@ -28,6 +29,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnsupportedError",
+    "add",
+    "clamp",
+    "mean_ablate",
+    "replace_with",
+    "scale",
+    "when",
+    "zero_ablate",
     "PayloadLoadHints",
     "Selector",
     "TorchLensError",

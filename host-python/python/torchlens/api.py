@@ -1,4 +1,6 @@
-"""``tl.trace`` and ``tl.load``."""
+"""The package's entry points: ``tl.trace``, ``tl.record``, ``tl.validate`` and ``tl.load``. This is
+the door: routing, the capability gate, option checks and selector classification happen here,
+once, and the adapter receives one checked :class:`~torchlens.adapter_kit.CaptureRequest`."""
 
 from __future__ import annotations
 
@@ -11,33 +13,100 @@ from .trace import Trace
 def trace(
     model: Any,
     x: Any = (),
+    kwargs: Optional[dict] = None,
     *,
     backend: Optional[str] = None,
     save: Any = None,
     capture: Optional[CaptureOptions] = None,
-    kwargs: Optional[dict] = None,
     intervene: Any = None,
     stop_after: Any = None,
     facets: Any = None,
 ) -> Trace:
     """Runs ``model`` on ``x`` and records every operation.
 
-    ``x`` is one input, or a tuple/list of positional inputs; ``kwargs`` are keyword inputs.
-    ``backend=None`` routes the model to its framework. ``save`` chooses which values to keep:
-    ``None``/``True`` every op, ``False`` none, or a selector (``tl.func("relu") |
-    tl.module("encoder")``).
+    ``x`` is one input, or a tuple/list of positional inputs; ``kwargs`` (third, as in the
+    reference) are keyword inputs. ``backend=None`` routes the model to its framework. ``save``
+    chooses which values to keep: ``None``/``True`` every op, ``False`` none, or a selector
+    (``tl.func("relu") | tl.module("encoder")``). ``intervene=tl.when(...)`` edits values during
+    the run and ``stop_after=selector`` ends it early, where the backend supports them.
     """
     from .backends import get_backend, resolve
 
-    options = capture if capture is not None else CaptureOptions()
     spec = resolve(model, x, backend)
-    adapter = get_backend(spec.name)
-    trace = adapter.capture(model, x, kwargs, save, options, intervene=intervene, stop_after=stop_after)
-    trace.facets = facets
-    return trace
+    request = capture_request(spec, model, x, kwargs, save, capture, intervene, stop_after, facets)
+    return get_backend(spec.name).capture(request)
 
 
-def record(model: Any, x: Any = (), *, backend: Optional[str] = None, **options: Any) -> Any:
+def capture_request(
+    spec: Any,
+    model: Any,
+    x: Any,
+    kwargs: Optional[dict],
+    save: Any,
+    capture: Optional[CaptureOptions],
+    intervene: Any,
+    stop_after: Any,
+    facets: Any,
+) -> Any:
+    """Gates and checks a capture before anything runs, and builds the adapter's request:
+    ``intervene=``, ``stop_after=``, gradients, streaming and ``save_grads=`` against the
+    capability table; option values against the ones the backend implements; the ``save=``
+    selector's class (value-dependent or temporal selectors need their capability)."""
+    from ._core import core
+    from .adapter_kit import CaptureRequest, SaveRequest
+    from .backends import gate
+    from .edits.rules import StopRule, interventions_of
+    from .errors import BackendUnsupportedError
+    from .selectors import as_selector
+
+    options = capture if capture is not None else CaptureOptions()
+    # The gate comes before the arguments are read: a backend that cannot edit says so first.
+    if intervene is not None:
+        gate(spec, "intervene")
+    if stop_after is not None:
+        gate(spec, "stop_after")
+    interventions = interventions_of(intervene)
+    stop_rule = StopRule.from_argument(stop_after)
+    if options.grad_options is not None:
+        gate(spec, "derived_grads")
+    if options.extra.get("streaming"):
+        gate(spec, "streaming")
+    if options.extra.get("save_grads"):
+        gate(spec, "save_grads")
+    for option, accepted in spec.option_values.items():
+        value = getattr(options, option)
+        if value is not None and value not in accepted:
+            raise BackendUnsupportedError(
+                f"{option}={value!r} is not implemented by the {spec.name} backend",
+                "option_unsupported",
+                f"use one of {', '.join(repr(item) for item in accepted)}, or leave it unset",
+                framework=spec.name,
+            )
+    selector = None
+    if not (save is None or save is True or save is False):
+        selector = as_selector(save)
+        selector_class = core().classify_selector(selector.arena())
+        if selector_class == "value-dependent":
+            gate(spec, "save_value_dependent")
+        elif selector_class == "temporal":
+            gate(spec, "temporal_selectors")
+    args = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return CaptureRequest(
+        spec=spec,
+        model=model,
+        args=args,
+        kwargs=dict(kwargs or {}),
+        options=options,
+        save=SaveRequest.from_argument(save, selector),
+        interventions=interventions,
+        stop_after=stop_rule,
+        facets=facets,
+    )
+
+
+def record(
+    model: Any, x: Any = (), kwargs: Optional[dict] = None, *, backend: Optional[str] = None, **options: Any
+) -> Any:
     """Fast repeated recording of chosen ops (``tl.record``). Not built on any backend yet:
     routes ``model`` like :func:`trace`, then refuses with ``BackendUnsupportedError``
     (``capability_unsupported``) naming the framework, before the model runs."""
@@ -55,7 +124,8 @@ def validate(trace: Trace, outputs: Any = None) -> Any:
 def load(path: str, payload_load_hints: Any = None) -> Trace:
     """Opens a ``.tlspec`` file saved by ``trace.save``. ``payload_load_hints``
     (:class:`~torchlens.tlspec_io.PayloadLoadHints`) says how backends materialize payloads,
-    for example re-applying a JAX sharding."""
+    for example re-applying a JAX sharding. A file that names no backend, or one not
+    registered here, is refused (``tlspec_backend_missing``, ``backend_unknown``)."""
     from .tlspec_io import load as load_file
 
     return load_file(path, hints=payload_load_hints)

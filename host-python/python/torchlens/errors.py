@@ -79,3 +79,8 @@ class CaptureUnverifiedWarning(UserWarning):
 
 class PayloadModifiedError(TorchLensError):
     """A saved value that is the model's own tensor was modified in place after the capture."""
+
+
+class DerivedGradUnavailableWarning(UserWarning):
+    """Per-op derived gradients were asked for but could not be produced;
+    ``trace.autograd.intermediate_unavailable`` holds the code."""

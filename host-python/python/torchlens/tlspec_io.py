@@ -30,7 +30,6 @@ def save(trace: Trace, path: str) -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
     A failed save leaves any existing file untouched."""
     backend = trace._backend
-    codec = getattr(backend, "codec_metadata", None)
     manifest = {
         "backend": backend.name,
         "backend_runtime": backend.runtime_name(),
@@ -38,7 +37,7 @@ def save(trace: Trace, path: str) -> None:
         "payload_policy": "array_payloads",
         "save_level": "all" if all(op.saved for op in trace.ops if op.kind != "output") else "selected",
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "codec_metadata": json.dumps(codec(trace) if codec is not None else {}, sort_keys=True),
+        "codec_metadata": json.dumps(backend.codec_metadata(trace), sort_keys=True),
         "payload_checksums": _payload_checksums(trace),
         "extra": [],
     }
@@ -120,25 +119,30 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints]) -> Trace:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
         else:
             mapped = None
-    backend = backend or get_backend(info["manifest"]["backend"] or "torch").adapter
+    if backend is None:
+        name = info["manifest"]["backend"]
+        if not name:
+            raise TlspecFormatError(
+                "the file's manifest names no backend, so its payloads cannot be decoded",
+                "tlspec_backend_missing",
+                "save the trace again with this TorchLens (it records the backend)",
+            )
+        backend = get_backend(name)
     ops = native.ops()
     logical_shapes = {op["label"]: op["shape"] for op in ops}
     labels = {}
     for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):
         payloads[slot] = backend.payload_from_buffer(mapped, offset, length, dtype, logical_shapes[label])
         labels[slot] = label
-    status = None
-    finish = getattr(backend, "finish_load", None)
-    if finish is not None:
-        try:
-            codec = json.loads(info["manifest"]["codec_metadata"] or "{}")
-        except ValueError as error:
-            raise TlspecFormatError(
-                "the manifest's codec_metadata is not JSON",
-                "tlspec_codec_metadata_invalid",
-                "the file is corrupted; save the trace again",
-            ) from error
-        status = finish(payloads, labels, codec if isinstance(codec, dict) else {}, hints)
+    try:
+        codec = json.loads(info["manifest"]["codec_metadata"] or "{}")
+    except ValueError as error:
+        raise TlspecFormatError(
+            "the manifest's codec_metadata is not JSON",
+            "tlspec_codec_metadata_invalid",
+            "the file is corrupted; save the trace again",
+        ) from error
+    status = backend.finish_load(payloads, labels, codec if isinstance(codec, dict) else {}, hints)
     trace = Trace(native, payloads, backend, info["manifest"])
     trace.payload_load_status = status
     return trace

@@ -165,6 +165,21 @@ class Op:
         return self._trace._payload(slot)
 
     @property
+    def is_edited(self) -> bool:
+        """Whether an edit rule (``intervene=``) replaced this op's value during the run."""
+        return bool(self._info["edits"])
+
+    @property
+    def fire_records(self) -> List[Any]:
+        """The edits that fired on this op (:class:`~torchlens.edits.FireRecord`), in order."""
+        from .edits import FireRecord
+
+        return [
+            FireRecord(target_label=self.label, rule=rule, helper_name=action, timing=timing)
+            for rule, action, timing in self._info["edits"]
+        ]
+
+    @property
     def autograd(self) -> OpAutograd:
         """The op's derived gradient, when the trace's backend derived and checked one."""
         return OpAutograd(self._trace.autograd.intermediate_derived_grads.get(self.label))
@@ -307,6 +322,8 @@ class Autograd:
     ) -> None:
         self.derived_grads: Dict[str, Any] = dict(derived_grads or {})
         self.intermediate_derived_grads: Dict[str, Any] = dict(intermediate_derived_grads or {})
+        #: Why per-op derived gradients were asked for but are absent (a stable code), or None.
+        self.intermediate_unavailable: Optional[str] = None
         self.has_backward_pass = False
 
     def __repr__(self) -> str:
@@ -343,6 +360,7 @@ class Trace:
         #: Runtime-only replay data (None for a loaded trace).
         self._runtime = runtime
         self._payloads = payloads
+        #: The backend's protocol object (:class:`~torchlens.backends.BackendProtocol`).
         self._backend = backend
         self._manifest = manifest or {}
         self._ops: Optional[List[Op]] = None
@@ -351,6 +369,8 @@ class Trace:
         self.autograd = Autograd()
         #: What a load materialized for each payload (None for a live trace).
         self.payload_load_status: Optional[dict] = None
+        #: The ``facets=`` the capture was asked for.
+        self.facets: Any = None
 
     # ---- structure -------------------------------------------------------------------------
 
@@ -397,15 +417,21 @@ class Trace:
 
     @property
     def backend(self) -> str:
+        """The name of the backend that captured (or loaded) the trace."""
         return self._backend.name
+
+    @property
+    def spec(self) -> Any:
+        """The backend's declaration (:class:`~torchlens.backends.BackendSpec`)."""
+        return self._backend.spec
 
     def fork(self) -> Any:
         """Editing a finished trace (``trace.fork().do(...)``) or patching in activations from
         another run. Not built on any backend: refuses with ``BackendUnsupportedError``
         (``capability_unsupported``) naming the framework."""
-        from .backends import gate, get_spec
+        from .backends.gate import gate
 
-        gate(get_spec(self._backend.name), "edit_finished_trace")
+        gate(self.spec, "edit_finished_trace")
         raise AssertionError("the gate admitted edit_finished_trace, which no backend implements")
 
     @property
@@ -490,6 +516,9 @@ class Trace:
     def validate_forward_pass(self, outputs: Any = None) -> Any:
         """Replay validation: True or False when the outcome is final, otherwise the
         :class:`~torchlens.validation.ValidationStatus` (``unverified``, ``unavailable``)."""
+        from .backends.gate import gate
+
+        gate(self.spec, "validation_replay")
         return self._backend.validate(self, outputs)
 
     @property

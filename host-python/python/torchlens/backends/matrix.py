@@ -5,8 +5,8 @@ python -m torchlens.backends.matrix > docs/backends.md
 
 from __future__ import annotations
 
-from . import _SPECS
-from .contract import capability_names
+from .gate import capability_names
+from .registry import built_in_specs
 
 
 def render() -> str:
@@ -24,7 +24,7 @@ def render() -> str:
         "| backend | aliases | maturity | framework | supported | CI pin | install extra |",
         "|---|---|---|---|---|---|---|",
     ]
-    specs = sorted(_SPECS.values(), key=lambda spec: (spec.maturity != "stable", spec.name))
+    specs = sorted(built_in_specs(), key=lambda spec: (spec.maturity != "stable", spec.name))
     for spec in specs:
         requirement = spec.requirement
         lines.append(
@@ -37,7 +37,7 @@ def render() -> str:
     for capability in capabilities:
         cells = []
         for spec in specs:
-            if spec.load is None:
+            if spec.adapter is None:
                 cells.append("planned")
             else:
                 cells.append("yes" if spec.capabilities.get(capability, False) else "no")

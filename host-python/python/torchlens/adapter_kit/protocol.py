@@ -1,0 +1,147 @@
+"""The typed protocol every adapter implements, and that product code calls: capture, the replay
+hooks, host copies, the payload codec, realize-once for lazy frameworks, the reference output,
+the edit apply hook and the closed set of refusal codes. Framework-neutral defaults are given
+where one NumPy-level implementation serves every framework."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, List, Mapping, Optional, Tuple
+
+from . import array_codec
+
+
+class BackendProtocol(ABC):
+    """One framework's adapter. ``spec`` is the backend's declaration (it arrives with the
+    protocol object, so the adapter never looks itself up in the registry)."""
+
+    #: Refusal codes this backend may raise, each a member of ``tl.backends.REFUSAL_CODES``.
+    refusal_codes: Tuple[str, ...] = ()
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+    # ---- identity ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The backend's registered name."""
+        return self.spec.name
+
+    @property
+    def requirement(self) -> Any:
+        """The framework requirement of the backend's declaration."""
+        return self.spec.requirement
+
+    @property
+    def capabilities(self) -> Mapping[str, bool]:
+        """The capability table of the backend's declaration."""
+        return self.spec.capabilities
+
+    def runtime_name(self) -> str:
+        """The framework's name as saved in a ``.tlspec`` manifest (its import name)."""
+        return self.spec.requirement.module
+
+    def runtime_version(self) -> str:
+        """The installed framework's version."""
+        import sys
+
+        return str(getattr(sys.modules[self.spec.requirement.module], "__version__", "unknown"))
+
+    # ---- capture -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def capture(self, request: Any) -> Any:
+        """Runs one checked :class:`~torchlens.adapter_kit.CaptureRequest` and returns its
+        :class:`~torchlens.trace.Trace` (built by :meth:`CaptureSession.finish`)."""
+
+    @abstractmethod
+    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
+        """The model's output computed with no TorchLens wrapper installed."""
+
+    @abstractmethod
+    def output_leaves(self, output: Any) -> List[Any]:
+        """The arrays of a returned structure, in the order the capture reports outputs."""
+
+    def reference_of(self, request: Any) -> Callable[[], List[Any]]:
+        """What replay validation compares the trace's outputs with: the request's model run
+        again with nothing installed, as output leaves."""
+        model, args, kwargs = request.model, request.args, request.kwargs
+        return lambda: self.output_leaves(self.reference_output(model, args, kwargs))
+
+    def realize(self, values: List[Any]) -> List[Any]:
+        """Evaluates lazy values in one framework evaluation (realize-once); eager frameworks
+        return them as they are."""
+        return values
+
+    # ---- host copies ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def to_numpy(self, value: Any) -> Any:
+        """A host NumPy view of a value for comparison and diagnostics (dtypes NumPy lacks may
+        widen, for example ``bfloat16`` to ``float32``)."""
+
+    @abstractmethod
+    def from_numpy(self, array: Any, dtype: str) -> Any:
+        """A framework array of logical dtype ``dtype`` (a core dtype name) from a NumPy array
+        holding its values, or for bit-carried dtypes (``bfloat16``) their raw bits in the
+        transport dtype (``uint16``)."""
+
+    def neutral_dtype(self, value: Any) -> str:
+        """The core's name for a value's dtype (``bfloat16`` survives a widening host view)."""
+        return self.to_numpy(value).dtype.name
+
+    def host_copy(self, value: Any) -> Any:
+        """An independent host (NumPy) copy of a value."""
+        import numpy
+
+        return numpy.array(self.to_numpy(value), copy=True)
+
+    # ---- replay hooks ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def run_op(self, record: Any, args: tuple, kwargs: dict) -> Any:
+        """Runs one recorded op (a :class:`~torchlens.adapter_kit.replay.ReplayRecord`) on
+        parent values and returns the value of the recorded output."""
+
+    def replay_argument(self, value: Any) -> Any:
+        """What replay passes for a saved value: a copy where the op might write into it."""
+        return value
+
+    def validation_status(self, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
+        """Replay validation (the shared driver over this adapter's hooks)."""
+        from .replay import validation_status
+
+        return validation_status(self, trace, outputs)
+
+    def validate(self, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
+        """True/False when the validation status is final, otherwise the status itself."""
+        return self.validation_status(trace, outputs).outcome()
+
+    # ---- edits ----------------------------------------------------------------------------------
+
+    def apply_action(self, action: Any, value: Any) -> Any:
+        """The backend's one apply hook for :mod:`torchlens.edits` actions: the replacement of
+        ``value``. The default computes framework-neutral actions on a host copy and converts
+        back (keeping shape and dtype); a backend may override it with native array ops."""
+        return action.apply(value, self)
+
+    # ---- payload codec ------------------------------------------------------------------------------
+
+    def payload_bytes(self, value: Any) -> memoryview:
+        """The value's bytes in C order, as a ``.tlspec`` stores them."""
+        return array_codec.payload_bytes(array_codec.host_array(value))
+
+    def payload_from_buffer(self, buffer: Any, offset: int, length: int, dtype: str, shape: list) -> Any:
+        """A framework array over ``length`` bytes of ``buffer`` at ``offset`` (zero copy where
+        the framework allows)."""
+        return self.from_numpy(array_codec.array_from_buffer(buffer, offset, length, dtype, shape), dtype)
+
+    def codec_metadata(self, trace: Any) -> dict:
+        """Facts a reader needs to rebuild payloads (saved as the manifest's codec metadata)."""
+        return {}
+
+    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
+        """Adjusts loaded payloads (for example re-applying a sharding); returns what was
+        materialized, or None."""
+        return None

@@ -1,0 +1,370 @@
+"""Replay validation, one driver for every backend.
+
+1. The model runs again with nothing installed (the adapter's ``reference_output``); each
+   output must equal the recorded value (or the ``outputs`` the caller passes).
+2. Every op is re-run (the adapter's ``run_op``) from its parents' recorded values and must
+   reproduce its own value, within the dtype's rounding tolerance (:data:`TOLERANCE`).
+3. Each perturbable parent (parameters included) is perturbed; at least one perturbation must
+   change the op's result, showing the recorded edges matter. Only functions whose output does
+   not depend on input values (:data:`VALUE_INDEPENDENT`) are exempt. An op with tensor
+   arguments of which none can be perturbed is ``not_replayable`` (``no_perturbable_parent``),
+   so the status folds to unverified, never to a silent pass.
+
+Records, values and the stop frontier are keyed by the adapter's own value ids; the op a value
+belongs to comes from the trace (``op._info["value"]``). The core folds the decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+#: Relative and absolute tolerance by dtype: a framework may pick another kernel for the same op
+#: (torch's fused attention runs only when no function mode is active), which changes rounding.
+TOLERANCE: Mapping[str, float] = {
+    "float8_e4m3": 1.25e-1,
+    "float8_e5m2": 2.5e-1,
+    "float16": 1e-2,
+    "bfloat16": 2e-2,
+    "float32": 1e-4,
+    "float64": 1e-9,
+    "complex64": 1e-4,
+    "complex128": 1e-9,
+}
+
+#: Functions whose output does not depend on the values of their inputs (only on shape and
+#: dtype), so no perturbation can show the edge. Nothing value-dependent belongs here.
+VALUE_INDEPENDENT = frozenset(
+    {
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_empty",
+        "new_full",
+        "size",
+        "dim",
+        "numel",
+    }
+)
+
+#: Perturbation attempts per parent before it is called inert (a comparison on one element can
+#: survive one perturbation by chance).
+ATTEMPTS_PER_PARENT = 3
+
+
+class ValueRef:
+    """A tensor argument in a replay template: the recorded value with this id."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"ValueRef({self.value})"
+
+
+class ParamRef(ValueRef):
+    """A parameter argument in a replay template: the parameter declared with this id."""
+
+    __slots__ = ()
+
+
+@dataclass
+class ReplayRecord:
+    """How to re-run the op that produced one value: ``call(*args, **kwargs)`` with the
+    templates' references filled in; ``output_index`` picks this value among several results.
+    An ``opaque`` record stands for a region no per-op replay can check."""
+
+    call: Optional[Callable[..., Any]]
+    func_name: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    output_index: Optional[int] = None
+    opaque: bool = False
+
+
+@dataclass
+class ReplayRuntime:
+    """Runtime-only replay data of a live trace (never saved to a file). ``values`` holds the
+    values replay reads; when None it reads the trace's saved payloads."""
+
+    records: Dict[int, ReplayRecord]
+    reference: Callable[[], List[Any]]
+    params: Dict[int, Any] = field(default_factory=dict)
+    #: Parameter id → its neutral dtype name (what perturbation produces for it).
+    param_dtypes: Dict[int, str] = field(default_factory=dict)
+    values: Optional[Dict[int, Any]] = None
+
+
+def argument_template(
+    args: tuple,
+    kwargs: dict,
+    is_array: Callable[[Any], bool],
+    reference: Callable[[Any], Tuple[int, ValueRef]],
+) -> Tuple[List[Tuple[int, int]], tuple, dict]:
+    """The parents and replay templates of one call. Each array argument (at the top level, or
+    inside a list or tuple argument) becomes ``reference(array)``'s ``(value id, reference)``;
+    keyword arguments take the positions after the positional ones."""
+    parents: List[Tuple[int, int]] = []
+
+    def one(item: Any, position: int) -> Any:
+        if not is_array(item):
+            return item
+        value_id, ref = reference(item)
+        parents.append((value_id, position))
+        return ref
+
+    template = []
+    for position, argument in enumerate(args):
+        if isinstance(argument, (tuple, list)) and any(is_array(item) for item in argument):
+            items = [one(item, position) for item in argument]
+            template.append(tuple(items) if isinstance(argument, tuple) else items)
+        else:
+            template.append(one(argument, position))
+    keywords = {
+        key: one(value, position) for position, (key, value) in enumerate(kwargs.items(), start=len(args))
+    }
+    return parents, tuple(template), keywords
+
+
+def references(template: Any, found: List[ValueRef]) -> List[ValueRef]:
+    """Every reference inside a template (nested tuples, lists and dicts)."""
+    if isinstance(template, ValueRef):
+        found.append(template)
+    elif isinstance(template, (tuple, list)):
+        for item in template:
+            references(item, found)
+    elif isinstance(template, dict):
+        for item in template.values():
+            references(item, found)
+    return found
+
+
+def fill(template: Any, lookup: Callable[[ValueRef], Any]) -> Any:
+    """The template with every reference replaced by ``lookup(reference)``."""
+    if isinstance(template, ValueRef):
+        return lookup(template)
+    if isinstance(template, tuple):
+        return tuple(fill(item, lookup) for item in template)
+    if isinstance(template, list):
+        return [fill(item, lookup) for item in template]
+    if isinstance(template, dict):
+        return {key: fill(item, lookup) for key, item in template.items()}
+    return template
+
+
+def values_match(adapter: Any, left: Any, right: Any, dtype: str) -> bool:
+    """Whether two framework values are equal, or for floating point equal within the rounding
+    tolerance of ``dtype`` (a neutral dtype name), compared on the adapter's host views."""
+    import numpy
+
+    try:
+        a, b = adapter.to_numpy(left), adapter.to_numpy(right)
+    except Exception:
+        return False
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    tolerance = TOLERANCE.get(dtype)
+    if tolerance is None:
+        return bool(numpy.array_equal(a, b))
+    if a.dtype.kind not in "fc":
+        a, b = a.astype(numpy.float64), b.astype(numpy.float64)
+    if numpy.array_equal(a, b, equal_nan=True):
+        return True
+    return bool(numpy.allclose(a, b, rtol=tolerance, atol=tolerance, equal_nan=True))
+
+
+class _Replayer:
+    """One validation run over one trace."""
+
+    def __init__(self, adapter: Any, trace: Any, runtime: ReplayRuntime) -> None:
+        import numpy
+
+        self.adapter = adapter
+        self.trace = trace
+        self.runtime = runtime
+        self.rng = numpy.random.default_rng(0)
+        self.values: Dict[int, Any] = {}
+        self.dtypes: Dict[int, str] = {}
+
+    # ---- values ------------------------------------------------------------------------------
+
+    def load_values(self, decisions: List[Tuple[int, str, str]]) -> None:
+        from ..errors import PayloadModifiedError
+
+        source = self.runtime.values
+        for op in self.trace.ops:
+            value_id = op._info.get("value")
+            if value_id is None:
+                continue
+            self.dtypes[value_id] = op.dtype
+            if source is not None:
+                if value_id in source:
+                    self.values[value_id] = source[value_id]
+                continue
+            try:
+                value = self.trace._payload(value_id)
+            except PayloadModifiedError:
+                decisions.append((op.index, "failed", "payload_modified_after_capture"))
+                continue
+            if value is not None:
+                self.values[value_id] = value
+
+    def lookup(self, override: Optional[Tuple[ValueRef, Any]] = None) -> Callable[[ValueRef], Any]:
+        params, values, fresh = self.runtime.params, self.values, self.adapter.replay_argument
+
+        def find(reference: ValueRef) -> Any:
+            if override is not None and reference is override[0]:
+                return override[1]
+            if isinstance(reference, ParamRef):
+                return params[reference.value]
+            return fresh(values[reference.value])
+
+        return find
+
+    def available(self, reference: ValueRef) -> bool:
+        store = self.runtime.params if isinstance(reference, ParamRef) else self.values
+        return reference.value in store
+
+    def run(self, record: ReplayRecord, override: Optional[Tuple[ValueRef, Any]] = None) -> Any:
+        find = self.lookup(override)
+        return self.adapter.run_op(record, fill(record.args, find), fill(record.kwargs, find))
+
+    # ---- comparison and perturbation ------------------------------------------------------------
+
+    def same(self, left: Any, right: Any, dtype: str) -> bool:
+        return values_match(self.adapter, left, right, dtype)
+
+    def perturbable(self, value: Any, dtype: str) -> bool:
+        """A value with elements, and for floating point at least one finite element."""
+        import numpy
+
+        try:
+            array = self.adapter.to_numpy(value)
+        except Exception:
+            return False
+        if array.size == 0:
+            return False
+        if dtype in TOLERANCE:
+            return bool(
+                numpy.isfinite(
+                    array.astype(numpy.complex128 if array.dtype.kind == "c" else numpy.float64)
+                ).any()
+            )
+        return True
+
+    def perturbed(self, value: Any, dtype: str) -> Any:
+        """A clearly different value of the same shape and dtype: floats move by a gaussian
+        scaled to their magnitude, integers by 1 to 3, booleans flip."""
+        import numpy
+
+        array = self.adapter.to_numpy(value)
+        if dtype == "bool":
+            changed = ~array.astype(bool)
+        elif dtype in TOLERANCE:
+            wide = array.astype(numpy.complex128 if array.dtype.kind == "c" else numpy.float64)
+            noise = self.rng.standard_normal(array.shape)
+            changed = wide + noise * (numpy.abs(wide) + 1)
+        else:
+            changed = array + self.rng.integers(1, 4, size=array.shape).astype(array.dtype)
+        return self.adapter.from_numpy(numpy.ascontiguousarray(changed), dtype)
+
+    def dtype_of(self, reference: ValueRef) -> str:
+        if isinstance(reference, ParamRef):
+            return self.runtime.param_dtypes.get(reference.value, "")
+        return self.dtypes.get(reference.value, "")
+
+    # ---- one op ----------------------------------------------------------------------------
+
+    def decide(self, op: Any) -> Tuple[str, str]:
+        value_id = op._info.get("value")
+        record = self.runtime.records.get(value_id) if value_id is not None else None
+        if record is None:
+            return "not_replayable", "payload_not_saved"
+        if record.opaque:
+            return "not_replayable", "opaque_region"
+        arguments = references((record.args, record.kwargs), [])
+        if value_id not in self.values or not all(self.available(ref) for ref in arguments):
+            return "not_replayable", "payload_not_saved"
+        expected = self.values[value_id]
+        try:
+            replayed = self.run(record)
+        except Exception:
+            return "failed", "replay_failed"
+        if not self.same(replayed, expected, op.dtype):
+            return "failed", "replay_mismatch"
+        if not arguments or record.func_name in VALUE_INDEPENDENT or _is_empty(self.adapter, expected):
+            # No argument whose value could matter (or no element to change): the replay itself
+            # is the whole check.
+            return "passed", "replay_matched"
+        ran_any = False
+        seen = set()
+        for reference in arguments:
+            key = (type(reference), reference.value)
+            if key in seen:
+                continue
+            seen.add(key)
+            original = self.lookup()(reference)
+            dtype = self.dtype_of(reference)
+            if not self.perturbable(original, dtype):
+                continue
+            for _ in range(ATTEMPTS_PER_PARENT):
+                try:
+                    changed = self.run(record, (reference, self.perturbed(original, dtype)))
+                except Exception:
+                    continue
+                ran_any = True
+                if not self.same(changed, expected, op.dtype):
+                    return "passed", "replay_matched"
+        if not ran_any:
+            return "not_replayable", "no_perturbable_parent"
+        return "failed", "parent_perturbation_inert"
+
+
+def _is_empty(adapter: Any, value: Any) -> bool:
+    try:
+        return adapter.to_numpy(value).size == 0
+    except Exception:
+        return False
+
+
+def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
+    """Replay-validates a live trace with ``adapter``'s hooks; returns the folded
+    :class:`~torchlens.validation.ValidationStatus`."""
+    from ..validation import fold
+
+    labels = [op.label for op in trace.ops]
+    runtime = trace._runtime
+    if runtime is None:
+        return fold([], labels, runtime_available=False)
+    decisions: List[Tuple[int, str, str]] = []
+    replayer = _Replayer(adapter, trace, runtime)
+    replayer.load_values(decisions)
+    failed = {op for op, _, _ in decisions}
+
+    # 1. The model's own outputs, run with nothing installed.
+    expected = list(outputs) if outputs else runtime.reference()
+    for op, value in zip(trace.outputs, expected):
+        parent = op.parents[0] if op.parents else None
+        recorded = replayer.values.get(parent._info.get("value")) if parent is not None else None
+        if recorded is None or not replayer.same(recorded, value, op.dtype):
+            decisions.append((op.index, "failed", "output_mismatch"))
+        else:
+            decisions.append((op.index, "leaf", "replay_matched"))
+
+    # 2 and 3. Every op from its parents' recorded values.
+    for op in trace.ops:
+        kind = op.kind
+        if kind == "output" or op.index in failed:
+            continue
+        if kind == "input":
+            decisions.append((op.index, "leaf", "input_leaf"))
+        elif kind in ("constant", "buffer"):
+            decisions.append((op.index, "leaf", "constant_producer_leaf"))
+        else:
+            outcome, reason = replayer.decide(op)
+            decisions.append((op.index, outcome, reason))
+    return fold(decisions, labels)

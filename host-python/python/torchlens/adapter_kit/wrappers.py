@@ -1,0 +1,79 @@
+"""Installing a capture's hooks and wrappers so that they always come off again, and act only for
+the thread that started the capture (every other thread passes straight through)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, List
+
+
+class Patches:
+    """What one capture installed. Used as a context manager: on leaving the block, normally, by
+    an exception inside the forward or by ``KeyboardInterrupt``, every replaced attribute gets
+    its original back and every undo step runs, in reverse order of installation."""
+
+    def __init__(self) -> None:
+        self._undo: List[Callable[[], None]] = []
+        self.owner_thread = threading.get_ident()
+
+    def is_owner_thread(self) -> bool:
+        """Whether the calling thread is the one that started the capture."""
+        return threading.get_ident() == self.owner_thread
+
+    def on_exit(self, undo: Callable[[], None]) -> None:
+        """Runs ``undo`` when the capture ends (removing a hook handle, untagging values)."""
+        self._undo.append(undo)
+
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        """Sets ``owner.name = value`` until the capture ends."""
+        missing = object()
+        original = owner.__dict__.get(name, missing) if hasattr(owner, "__dict__") else getattr(owner, name)
+
+        def restore() -> None:
+            if original is missing:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+        setattr(owner, name, value)
+        self._undo.append(restore)
+
+    def wrap(self, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        """Replaces ``owner.name`` by ``make(original)`` for the owner thread only: other threads
+        call the original untouched."""
+        original = getattr(owner, name)
+        self.replace(owner, name, self.for_owner_thread(make(original), original))
+
+    def for_owner_thread(
+        self, wrapper: Callable[..., Any], passthrough: Callable[..., Any]
+    ) -> Callable[..., Any]:
+        """``wrapper`` on the owner thread, ``passthrough`` on every other thread."""
+        owner_thread = self.owner_thread
+
+        @functools.wraps(passthrough)
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == owner_thread:
+                return wrapper(*args, **kwargs)
+            return passthrough(*args, **kwargs)
+
+        return dispatch
+
+    def restore_all(self) -> None:
+        """Undoes everything installed so far (also called on leaving the block)."""
+        errors = []
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception as error:  # keep undoing the rest; report the first failure after
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Patches:
+        self.owner_thread = threading.get_ident()
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        self.restore_all()

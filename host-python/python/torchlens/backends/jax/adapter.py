@@ -1,0 +1,200 @@
+"""The JAX adapter: the backend protocol for JAX."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession
+from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.errors import BackendUnsupportedError
+from torchlens.options import CaptureOptions
+
+from . import refusals
+from .capture import Capture
+from .dtypes import is_key, neutral_name
+from .roots import Root, check_root, framework_of, raw_root
+
+
+@dataclass
+class JaxRuntime(ReplayRuntime):
+    """Runtime-only data of a live trace (never saved): what replay reads, plus the traced call
+    and the output structure derived gradients re-run."""
+
+    root: Any = None
+    capture: Any = None
+    output_tree: Any = None
+
+
+def _refuse_option(message: str, remedy: str) -> BackendUnsupportedError:
+    return refusals.refuse(message, "option_unsupported", remedy)
+
+
+def _as_array(value: Any) -> Any:
+    """A value as a ``jax.Array`` (a primitive applied to a literal may return the literal; a
+    Python number a function returns becomes an array)."""
+    return value if isinstance(value, jax.Array) else jnp.asarray(value)
+
+
+class JaxAdapter(BackendProtocol):
+    """Fills the backend protocol for JAX."""
+
+    refusal_codes = (
+        "callback_effects",
+        "nested_primitive_unsupported",
+        "transformed_root_callable",
+        "rng_state_in_graph",
+        "constant_unrealizable",
+        "intervene_unsupported",
+        "stop_after_unsupported",
+        "value_dependent_save_unsupported",
+        "followed_by_unsupported",
+        "streaming_unsupported",
+        "save_grads_unsupported",
+        "option_unsupported",
+        "capability_unsupported",
+    )
+
+    # ---- capture -------------------------------------------------------------------------------
+
+    def capture(self, request: CaptureRequest) -> Any:
+        options = request.options
+        grad_options = options.grad_options
+        if grad_options is not None:
+            from .grads import GradOptions
+
+            if not isinstance(grad_options, GradOptions):
+                raise _refuse_option(
+                    "grad_options for the jax backend must be tl.backends.jax.GradOptions",
+                    "pass tl.backends.jax.GradOptions(loss_fn=...)",
+                )
+        model = request.model
+        root = self._root(model, request.args, request.kwargs, options)
+        check_root(model, root.leaves)
+        if grad_options is not None and root.framework == "flax_nnx":
+            raise refusals.refuse(
+                "derived gradients of Flax modules are not available yet",
+                "capability_unsupported",
+                "trace a raw function fn(params, *inputs) over the module's state instead",
+            )
+        # Refusals come before the capture starts: the jaxpr is read, no equation runs.
+        closed, output_shape = jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
+        refusals.check(closed.jaxpr, options.jax_control_flow, attributed=root.kind == "pytree_module")
+        refusals.check_constants(closed.consts)
+        with CaptureSession(request) as session:
+            capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll)
+            self._run(root, closed, output_shape, capture, session)
+            runtime = JaxRuntime(
+                records=capture.records,
+                reference=lambda: [
+                    _as_array(leaf) for leaf in jax.tree_util.tree_leaves(root.flat(*root.dynamic))
+                ],
+                params=capture.param_values,
+                param_dtypes=capture.param_dtypes,
+                values=capture.values,
+                root=root,
+                capture=capture,
+                output_tree=output_shape,
+            )
+            trace = session.finish(self, runtime=runtime)
+        if grad_options is not None:
+            from .grads import derive
+
+            trace.autograd = derive(trace, grad_options)
+        return trace
+
+    def _root(self, model: Any, args: tuple, kwargs: dict, options: CaptureOptions) -> Root:
+        mode = options.module_identity_mode
+        framework = framework_of(model)
+        if framework is None:
+            if mode not in (None, "function_root"):
+                raise _refuse_option(
+                    f"module_identity_mode={mode!r} needs an Equinox or Flax NNX module root",
+                    "leave module_identity_mode unset for raw callables (function_root)",
+                )
+            return raw_root(model, args, kwargs)
+        from .modules import module_root
+
+        return module_root(model, framework, args, kwargs, attribute=mode != "function_root")
+
+    def _run(self, root: Root, closed: Any, output_shape: Any, capture: Capture, session: Any) -> None:
+        from .roots import path_name
+
+        session.module(0, ["self"], root.class_name or "function", False, False)
+        session.extra("provenance.param_source", "pytree-derived" if root.params else "none")
+        session.extra("provenance.module_identity_mode", root.kind)
+        if root.declare_modules is not None:
+            root.declare_modules(session)
+        pairs = []
+        for name, value in root.params:
+            value = jax.numpy.asarray(value)
+            pairs.append(capture.param(name, root.param_module(name), value, root.param_trainable(name)))
+        for name, value in root.inputs:
+            pairs.append(capture.input(name, jax.numpy.asarray(value)))
+        consts = [capture.constant(value) for value in closed.consts]
+        session.enter(0)
+        if root.scopes is not None:
+            scopes = root.scopes(session)
+            capture.scope_hook = scopes.hook(closed.jaxpr)
+            capture.scope_close = scopes.close
+        outs = capture.run(closed.jaxpr, consts, pairs, top=True)
+        session.exit(0, [tensor for _, tensor in outs if tensor is not None])
+        paths = jax.tree_util.tree_flatten_with_path(output_shape)[0]
+        for (path, _), pair in zip(paths, outs):
+            suffix = path_name(path)
+            capture.output("output" + ("." + suffix if suffix else ""), pair)
+
+    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
+        return model(*args, **kwargs)
+
+    def output_leaves(self, output: Any) -> List[Any]:
+        return [_as_array(leaf) for leaf in jax.tree_util.tree_leaves(output)]
+
+    # ---- host copies ----------------------------------------------------------------------------
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A host NumPy view (typed keys as their key data)."""
+        if is_key(value.dtype):
+            value = jax.random.key_data(value)
+        return np.asarray(value)
+
+    def neutral_dtype(self, value: Any) -> str:
+        return neutral_name(value.dtype)
+
+    def from_numpy(self, array: Any, dtype: str) -> Any:
+        from .payloads import numpy_dtype
+
+        target = numpy_dtype(dtype)
+        if is_bit_carrier(dtype) and array.dtype.kind == "u":
+            # Raw bits of a dtype NumPy lacks natively (bfloat16 travels as uint16).
+            return jnp.asarray(array.view(target))
+        return jnp.asarray(array.astype(target, copy=False))
+
+    # ---- replay hooks -----------------------------------------------------------------------------
+
+    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
+        return _as_array(record.call(*args, **kwargs)[record.output_index])
+
+    # ---- payload codec ----------------------------------------------------------------------------
+
+    def payload_bytes(self, value: Any) -> memoryview:
+        """The value's bytes in C order: a typed PRNG key as its key data, a sharded array
+        assembled on the host."""
+        from torchlens.adapter_kit.array_codec import payload_bytes
+
+        return payload_bytes(self.to_numpy(value))
+
+    def codec_metadata(self, trace: Any) -> dict:
+        from .payloads import codec_metadata
+
+        return codec_metadata(trace)
+
+    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
+        from .payloads import finish_load
+
+        return finish_load(payloads, labels, codec, hints)

@@ -1,0 +1,137 @@
+"""The torch adapter: the backend protocol for PyTorch."""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+import torch
+
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
+from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.errors import PayloadModifiedError
+
+from .capture import Capture, _RecordingMode, flatten
+from .dtypes import BY_NAME, NAMES, name_of
+
+
+class _VersionGuard:
+    """Saved values are the model's own tensors unless an in-place op inside the forward forced
+    a copy. A tensor's version counter moves on every in-place change, so a value changed after
+    the capture is refused instead of served as what the model computed."""
+
+    __slots__ = ("versions",)
+
+    def __init__(self, versions: dict) -> None:
+        self.versions = versions
+
+    def __call__(self, value_id: int, value: torch.Tensor) -> None:
+        expected = self.versions.get(value_id)
+        if expected is not None and value._version != expected:
+            raise PayloadModifiedError(
+                "this saved value was modified in place after the capture",
+                "payload_modified_after_capture",
+                "clone tensors returned by the model before changing them in place, or trace again",
+            )
+
+
+class TorchAdapter(BackendProtocol):
+    """Fills the backend protocol for PyTorch."""
+
+    refusal_codes = (
+        "intervene_unsupported",
+        "stop_after_unsupported",
+        "value_dependent_save_unsupported",
+        "followed_by_unsupported",
+    )
+
+    # ---- capture -------------------------------------------------------------------------------
+
+    def capture(self, request: CaptureRequest) -> Any:
+        model, args, kwargs = request.model, request.args, request.kwargs
+        with CaptureSession(request) as session, Patches() as patches:
+            capture = Capture(model, session, patches)
+            capture.declare_model()
+            capture.declare_inputs(args, kwargs)
+            hooks = torch.nn.modules.module
+            pre = hooks.register_module_forward_pre_hook(patches.for_owner_thread(capture.pre_hook, _pass))
+            patches.on_exit(pre.remove)
+            post = hooks.register_module_forward_hook(patches.for_owner_thread(capture.post_hook, _pass))
+            patches.on_exit(post.remove)
+            root_is_module = isinstance(model, torch.nn.Module)
+            if not root_is_module:
+                session.enter(0)
+            with _RecordingMode(capture):
+                output = model(*args, **kwargs)
+            if not root_is_module:
+                capture.exit(0, output)
+            capture.declare_outputs(output)
+            runtime = ReplayRuntime(
+                records=capture.replays,
+                reference=self.reference_of(request),
+                params=capture.params,
+                param_dtypes=capture.param_dtypes,
+            )
+            return session.finish(self, runtime=runtime, payload_guard=_VersionGuard(capture.versions))
+
+    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
+        with torch.no_grad():
+            return model(*args, **kwargs)
+
+    def output_leaves(self, output: Any) -> List[Any]:
+        return [tensor for _, tensor in flatten(output, "", [])]
+
+    # ---- host copies ----------------------------------------------------------------------------
+
+    def to_numpy(self, value: torch.Tensor) -> Any:
+        """A host NumPy view (bfloat16 and float8 widen to float32)."""
+        value = value.detach().to("cpu")
+        if value.dtype not in NAMES or NAMES[value.dtype].startswith(("bfloat16", "float8")):
+            value = value.float()
+        return value.resolve_conj().resolve_neg().numpy()
+
+    def neutral_dtype(self, value: torch.Tensor) -> str:
+        return name_of(value.dtype)
+
+    def from_numpy(self, array: Any, dtype: str) -> torch.Tensor:
+        torch_dtype = BY_NAME.get(dtype)
+        if torch_dtype is None:
+            from torchlens.adapter_kit.array_codec import transport_dtype
+
+            transport_dtype(dtype)  # refuses a dtype the core does not list
+            raise TypeError(f"torch {torch.__version__} has no dtype {dtype}")
+        if is_bit_carrier(dtype) and array.dtype.kind == "u":
+            # Raw bits of a dtype NumPy lacks (bfloat16 as uint16): reinterpret, no copy.
+            return torch.from_numpy(array.view(array.dtype.str.replace("u", "i"))).view(torch_dtype)
+        return torch.from_numpy(array).to(torch_dtype)
+
+    # ---- replay hooks -----------------------------------------------------------------------------
+
+    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
+        with torch.no_grad():
+            result = record.call(*args, **kwargs)
+        if record.func_name == "__setitem__":
+            return args[0]
+        if record.output_index is None:
+            return result
+        return [item for item in result if isinstance(item, torch.Tensor)][record.output_index]
+
+    def replay_argument(self, value: torch.Tensor) -> torch.Tensor:
+        # A copy, so an in-place op re-run by replay cannot touch the saved value.
+        return value.clone()
+
+    # ---- payload codec ----------------------------------------------------------------------------
+
+    def payload_bytes(self, tensor: torch.Tensor) -> memoryview:
+        """The tensor's bytes in C order (bfloat16 and bool included), without a copy when the
+        tensor is already contiguous on the CPU."""
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        return memoryview(flat.view(torch.uint8).numpy()).cast("B")
+
+
+def _pass(*args: Any) -> None:
+    """What a global module hook does on a thread that is not capturing."""
+    return None
+
+
+__all__ = ["TorchAdapter"]

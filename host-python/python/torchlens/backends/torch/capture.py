@@ -1,0 +1,303 @@
+"""One capture of a torch model: a function mode sees every torch function, tensor method and
+operator, global module hooks give the module stack; each op goes to the core through the
+shared capture session, keyed by ids this adapter gives the tensors. Everything installed is
+removed again, also when the forward raises or is interrupted."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from torchlens.adapter_kit import CaptureSession, Patches
+from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+
+from .dtypes import name_of
+from .naming import func_name, is_in_place
+
+#: Attribute that carries ``(capture serial, value id)`` on a tensor while a capture runs. The
+#: serial tells a tag left on a tensor the model kept from an earlier capture (a cache) from one
+#: of this capture: a stale tag is a value from outside this capture, never a reused id.
+ID_ATTRIBUTE = "_torchlens_id"
+
+_SERIALS = itertools.count(1)
+
+#: Frames inside these folders are not "user code" for source locations.
+_SKIPPED_FOLDERS = (
+    os.path.dirname(torch.__file__) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))) + os.sep,
+)
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+class _RecordingMode(TorchFunctionMode):
+    """Sees every torch function, tensor method and operator; torch disables the mode while
+    ``__torch_function__`` runs, so ops inside an op are not seen twice. Torch keeps function
+    modes per thread, so other threads are never recorded."""
+
+    def __init__(self, capture: Capture) -> None:
+        super().__init__()
+        self.capture = capture
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        capture = self.capture
+        if (
+            capture.shared
+            and args
+            and (is_in_place(func_name(func)) or "out" in kwargs or kwargs.get("inplace") is True)
+        ):
+            capture.protect(kwargs.get("out", args[0]))
+        out = func(*args, **kwargs)
+        capture.record(func, args, kwargs, out)
+        return out
+
+
+def flatten(value: Any, path: str, found: List[Tuple[str, torch.Tensor]]) -> List[Tuple[str, torch.Tensor]]:
+    """Tensors inside nested tuples, lists and dicts, with their paths."""
+    if isinstance(value, torch.Tensor):
+        found.append((path, value))
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            flatten(item, f"{path}.{index}", found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            flatten(item, f"{path}.{key}", found)
+    return found
+
+
+class Capture:
+    """State of one ``tl.trace`` call on a torch model, around the shared session."""
+
+    def __init__(self, model: Any, session: CaptureSession, patches: Patches) -> None:
+        self.serial = next(_SERIALS)
+        self.model = model
+        self.session = session
+        self.patches = patches
+        self.module_ids: Dict[int, int] = {}
+        self.buffer_addresses: Dict[int, str] = {}
+        #: Value id → the parameter tensor (replay reads the live parameter).
+        self.params: Dict[int, torch.Tensor] = {}
+        self.param_dtypes: Dict[int, str] = {}
+        #: Storage address → ids of uncopied payloads on it, so an in-place op copies them first.
+        self.shared: Dict[int, List[int]] = {}
+        #: Version counter of each uncopied payload when it was captured.
+        self.versions: Dict[int, int] = {}
+        #: Value id → how replay re-runs the op that produced it.
+        self.replays: Dict[int, ReplayRecord] = {}
+
+    # ---- ids ---------------------------------------------------------------------------------
+
+    def _tag(self, tensor: torch.Tensor) -> int:
+        value_id = self.session.new_value_id()
+        setattr(tensor, ID_ATTRIBUTE, (self.serial, value_id))
+        return value_id
+
+    def known_id(self, tensor: torch.Tensor) -> Optional[int]:
+        """The value id this capture gave ``tensor``, or None."""
+        tag = getattr(tensor, ID_ATTRIBUTE, None)
+        return tag[1] if tag is not None and tag[0] == self.serial else None
+
+    def _tag_lasting(self, tensor: torch.Tensor) -> int:
+        """Tags a tensor that outlives the capture (param, buffer, input, output): the tag
+        comes off when the capture ends, whatever happens."""
+        self.patches.on_exit(lambda: tensor.__dict__.pop(ID_ATTRIBUTE, None))
+        return self._tag(tensor)
+
+    def _kept(self, value_id: int, tensor: torch.Tensor) -> torch.Tensor:
+        """The payload of a value, without a copy: the model's tensor itself until an in-place op
+        is about to change it (``protect`` copies it first). Its version counter is recorded, so a
+        change made after the capture is detected, never served."""
+        value = tensor.detach()
+        self.versions[value_id] = value._version
+        self.shared.setdefault(value.untyped_storage().data_ptr(), []).append(value_id)
+        return value
+
+    def protect(self, target: Any) -> None:
+        """Copies every uncopied payload that shares storage with ``target`` before an in-place
+        op writes into it."""
+        if not isinstance(target, torch.Tensor):
+            return
+        for value_id in self.shared.pop(target.untyped_storage().data_ptr(), ()):
+            if self.versions.pop(value_id, None) is not None:
+                value = self.session.payloads.get(value_id)
+                if value is not None:
+                    self.session.replace_payload(value_id, value.clone())
+
+    def _id_of(self, tensor: torch.Tensor) -> int:
+        value_id = self.known_id(tensor)
+        if value_id is not None:
+            return value_id
+        # Not produced inside the forward: a module buffer, or a value from outside.
+        value_id = self._tag_lasting(tensor)
+        shape, dtype = tuple(tensor.shape), name_of(tensor.dtype)
+        copy = tensor.detach().clone()
+        address = self.buffer_addresses.get(id(tensor))
+        if address is not None:
+            self.session.buffer(address, value_id, copy, shape, dtype)
+        else:
+            self.session.constant(value_id, copy, shape, dtype)
+        return value_id
+
+    def _reference(self, tensor: torch.Tensor) -> Tuple[int, ValueRef]:
+        value_id = self._id_of(tensor)
+        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
+
+    # ---- model structure -----------------------------------------------------------------
+
+    def declare_model(self) -> None:
+        """Declares every module (shared ones once, with all their addresses), parameter and
+        buffer, in one walk of the module tree."""
+        session = self.session
+        if not isinstance(self.model, torch.nn.Module):
+            self.module_ids[id(self.model)] = 0
+            session.module(0, ["self"], type(self.model).__name__, False, False)
+            return
+        addresses: Dict[int, List[str]] = {}
+        modules: List[Tuple[str, torch.nn.Module]] = []
+        for name, module in self.model.named_modules(remove_duplicate=False):
+            known = addresses.get(id(module))
+            if known is None:
+                addresses[id(module)] = [name or "self"]
+                modules.append((name, module))
+            else:
+                known.append(name or "self")
+        containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
+        for _name, module in modules:
+            module_id = len(self.module_ids)
+            self.module_ids[id(module)] = module_id
+            session.module(
+                module_id,
+                addresses[id(module)],
+                type(module).__name__,
+                isinstance(module, containers),
+                module.training,
+            )
+        seen = set()
+        for name, module in modules:
+            prefix = f"{name}." if name else ""
+            module_id = self.module_ids[id(module)]
+            for parameter_name, param in module._parameters.items():
+                if param is None or id(param) in seen:
+                    continue
+                seen.add(id(param))
+                value_id = self._tag_lasting(param)
+                self.params[value_id] = param
+                self.param_dtypes[value_id] = name_of(param.dtype)
+                session.param(
+                    value_id,
+                    prefix + parameter_name,
+                    module_id,
+                    tuple(param.shape),
+                    name_of(param.dtype),
+                    param.requires_grad,
+                )
+            for buffer_name, buffer in module._buffers.items():
+                if buffer is not None:
+                    self.buffer_addresses.setdefault(id(buffer), prefix + buffer_name)
+
+    def declare_inputs(self, args: tuple, kwargs: dict) -> None:
+        found: List[Tuple[str, torch.Tensor]] = []
+        names = self._argument_names(args, kwargs)
+        for name, value in zip(names, list(args) + list(kwargs.values())):
+            flatten(value, name, found)
+        for path, tensor in found:
+            if self.known_id(tensor) is not None:
+                continue
+            value_id = self._tag_lasting(tensor)
+            self.session.input(
+                path, value_id, self._kept(value_id, tensor), tuple(tensor.shape), name_of(tensor.dtype)
+            )
+
+    def _argument_names(self, args: tuple, kwargs: dict) -> List[str]:
+        forward = getattr(self.model, "forward", self.model)
+        try:
+            parameters = list(inspect.signature(forward).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        names = []
+        for index in range(len(args)):
+            parameter = parameters[index] if index < len(parameters) else None
+            if parameter is None or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+                names.append(f"args.{index}")
+            else:
+                names.append(parameter.name)
+        return names + list(kwargs)
+
+    def declare_outputs(self, output: Any) -> None:
+        for path, tensor in flatten(output, "output", []):
+            value_id = self.known_id(tensor)
+            if value_id is None:
+                value_id = self._id_of(tensor)
+            else:
+                # Returned tensors leave the capture: their tag must come off too.
+                self.patches.on_exit(lambda tensor=tensor: tensor.__dict__.pop(ID_ATTRIBUTE, None))
+            self.session.output(path, value_id)
+
+    # ---- hooks -------------------------------------------------------------------------------
+
+    def _module_id(self, module: torch.nn.Module) -> int:
+        module_id = self.module_ids.get(id(module))
+        if module_id is None:
+            # A module built during the forward: give it an address of its own.
+            module_id = len(self.module_ids)
+            self.module_ids[id(module)] = module_id
+            address = f"{type(module).__name__.lower()}_unregistered_{module_id}"
+            self.session.module(module_id, [address], type(module).__name__, False, module.training)
+        return module_id
+
+    def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        self.session.enter(self._module_id(module))
+
+    def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        self.exit(self._module_id(module), output)
+
+    def exit(self, module_id: int, output: Any) -> None:
+        """A module call returns ``output``."""
+        tensors = (
+            (output,)
+            if isinstance(output, torch.Tensor)
+            else [tensor for _, tensor in flatten(output, "", [])]
+        )
+        value_ids = [self.known_id(tensor) for tensor in tensors]
+        self.session.exit(module_id, [value_id for value_id in value_ids if value_id is not None])
+
+    # ---- ops ---------------------------------------------------------------------------------
+
+    def record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        name = func_name(func)
+        if isinstance(out, torch.Tensor):
+            results: tuple = (out,)
+        elif isinstance(out, (tuple, list)):
+            results = tuple(item for item in out if isinstance(item, torch.Tensor))
+            if not results:
+                return
+        elif out is None and name == "__setitem__" and args and isinstance(args[0], torch.Tensor):
+            results = (args[0],)
+        else:
+            return
+        parents, template, keyword_template = argument_template(args, kwargs, _is_tensor, self._reference)
+        multiple = len(results) > 1 or not isinstance(out, torch.Tensor)
+        outputs = []
+        for index, result in enumerate(results):
+            value_id = self._tag(result)
+            outputs.append((value_id, self._kept(value_id, result), result.shape, name_of(result.dtype)))
+            self.replays[value_id] = ReplayRecord(
+                func, name, template, keyword_template, index if multiple else None
+            )
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_FOLDERS):
+            frame = frame.f_back
+        source = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        in_place = is_in_place(name) or kwargs.get("inplace") is True
+        self.session.op(name, parents, outputs, in_place, (), source)

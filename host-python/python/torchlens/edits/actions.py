@@ -1,0 +1,215 @@
+"""Edit actions: what replaces a value when a rule fires. Each action is plain data with a
+framework-neutral ``apply`` computed on a host (NumPy) copy; a backend may apply it natively in
+its ``apply_action`` hook instead. A replacement always keeps the value's shape and dtype."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from ..errors import UnsupportedError
+
+
+def _shape_kept(action: str, before: Any, after: Any) -> None:
+    if tuple(before.shape) != tuple(after.shape):
+        raise UnsupportedError(
+            f"{action} would change the shape from {tuple(before.shape)} to {tuple(after.shape)}",
+            "edit_shape_changed",
+            "make the replacement the same shape as the value it replaces",
+        )
+
+
+class Action:
+    """An edit action. ``name`` is how the trace records it (``scale(0.5)``)."""
+
+    name = "action"
+
+    def describe(self) -> str:
+        """The action as the trace's edit record names it."""
+        return self.name
+
+    def compute(self, array: Any) -> Any:
+        """The replacement of a host (NumPy) array."""
+        raise NotImplementedError
+
+    def apply(self, value: Any, backend: Any) -> Any:
+        """The replacement of a framework value, computed on a host copy through ``backend``'s
+        ``to_numpy``/``from_numpy`` and converted back to the value's dtype."""
+        import numpy
+
+        array = numpy.array(backend.to_numpy(value), copy=True)
+        result = numpy.asarray(self.compute(array))
+        _shape_kept(self.describe(), array, result)
+        return backend.from_numpy(
+            numpy.ascontiguousarray(result.astype(array.dtype)), backend.neutral_dtype(value)
+        )
+
+
+@dataclass(frozen=True)
+class ZeroAblate(Action):
+    """Replaces the value with zeros."""
+
+    name = "zero_ablate"
+
+    def compute(self, array: Any) -> Any:
+        import numpy
+
+        return numpy.zeros_like(array)
+
+
+@dataclass(frozen=True)
+class Scale(Action):
+    """Multiplies the value by ``factor``."""
+
+    factor: float = 1.0
+    name = "scale"
+
+    def describe(self) -> str:
+        return f"scale({self.factor!r})"
+
+    def compute(self, array: Any) -> Any:
+        return array * self.factor
+
+
+@dataclass(frozen=True)
+class Add(Action):
+    """Adds ``delta`` (a number or an array broadcastable to the value)."""
+
+    delta: Any = 0
+    name = "add"
+
+    def describe(self) -> str:
+        return f"add({self.delta!r})" if isinstance(self.delta, (int, float)) else "add(array)"
+
+    def compute(self, array: Any) -> Any:
+        import numpy
+
+        return array + numpy.asarray(self.delta)
+
+
+@dataclass(frozen=True)
+class Clamp(Action):
+    """Clamps the value into ``[min, max]`` (either bound may be None)."""
+
+    min: Optional[float] = None
+    max: Optional[float] = None
+    name = "clamp"
+
+    def describe(self) -> str:
+        return f"clamp(min={self.min!r}, max={self.max!r})"
+
+    def compute(self, array: Any) -> Any:
+        import numpy
+
+        return numpy.clip(array, self.min, self.max)
+
+
+@dataclass(frozen=True)
+class MeanAblate(Action):
+    """Fills the value with its mean (over ``dim`` when given, else over every element), or with
+    the global mean of ``source`` when one is given."""
+
+    source: Any = None
+    dim: Optional[int] = None
+    name = "mean_ablate"
+
+    def describe(self) -> str:
+        return "mean_ablate(source)" if self.source is not None else f"mean_ablate(dim={self.dim!r})"
+
+    def compute(self, array: Any) -> Any:
+        import numpy
+
+        if self.source is not None:
+            return numpy.full_like(array, numpy.asarray(self.source).mean())
+        if self.dim is None:
+            return numpy.full_like(array, array.mean())
+        return numpy.broadcast_to(array.mean(axis=self.dim, keepdims=True), array.shape).copy()
+
+
+@dataclass(frozen=True)
+class ReplaceWith(Action):
+    """Replaces the value with a fixed array (or what a zero-argument callable returns)."""
+
+    value: Any = None
+    name = "replace_with"
+
+    def compute(self, array: Any) -> Any:
+        import numpy
+
+        replacement = self.value() if callable(self.value) else self.value
+        return numpy.broadcast_to(numpy.asarray(replacement), array.shape).copy()
+
+
+@dataclass(frozen=True)
+class CallableAction(Action):
+    """A plain callable written against the framework's arrays: ``function(value) -> value``."""
+
+    function: Callable[[Any], Any] = lambda value: value
+    name = "callable"
+
+    def describe(self) -> str:
+        return f"callable({getattr(self.function, '__qualname__', type(self.function).__name__)})"
+
+    def apply(self, value: Any, backend: Any) -> Any:
+        result = self.function(value)
+        _shape_kept(self.describe(), value, result)
+        return result
+
+
+def _refuse_shape_change(force_shape_change: bool) -> None:
+    if force_shape_change:
+        raise UnsupportedError(
+            "edits keep the shape and dtype of the value they replace",
+            "edit_shape_changed",
+            "leave force_shape_change unset and return a value of the same shape",
+        )
+
+
+def zero_ablate(*, force_shape_change: bool = False) -> Action:
+    """Replace the value with zeros."""
+    _refuse_shape_change(force_shape_change)
+    return ZeroAblate()
+
+
+def scale(factor: float, *, force_shape_change: bool = False) -> Action:
+    """Multiply the value by ``factor``."""
+    _refuse_shape_change(force_shape_change)
+    return Scale(factor)
+
+
+def add(delta: Any, *, force_shape_change: bool = False) -> Action:
+    """Add ``delta`` (a number or an array) to the value."""
+    _refuse_shape_change(force_shape_change)
+    return Add(delta)
+
+
+def clamp(
+    *, min: Optional[float] = None, max: Optional[float] = None, force_shape_change: bool = False
+) -> Action:
+    """Clamp the value into ``[min, max]``."""
+    _refuse_shape_change(force_shape_change)
+    return Clamp(min, max)
+
+
+def mean_ablate(
+    source: Any = None, *, dim: Optional[int] = None, over: str = "self", force_shape_change: bool = False
+) -> Action:
+    """Fill the value with a mean: of ``source`` when given, else of the value itself (over
+    ``dim``, or every element)."""
+    _refuse_shape_change(force_shape_change)
+    return MeanAblate(source, dim)
+
+
+def replace_with(value: Any, *, force_shape_change: bool = False) -> Action:
+    """Replace the value with ``value`` (an array, or a zero-argument callable returning one)."""
+    _refuse_shape_change(force_shape_change)
+    return ReplaceWith(value)
+
+
+def as_action(action: Any) -> Action:
+    """An :class:`Action` from an action or a plain callable."""
+    if isinstance(action, Action):
+        return action
+    if callable(action):
+        return CallableAction(action)
+    raise TypeError(f"an edit action must be a tl action or a callable, got {action!r}")

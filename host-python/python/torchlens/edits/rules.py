@@ -1,0 +1,93 @@
+"""Edit rules (``tl.when``), the context a predicate sees, the record of a firing, and the stop
+rule of ``stop_after=``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+from ..selectors import Selector, as_selector
+from .actions import Action, as_action
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """One edit rule: where ``condition`` holds, ``action`` replaces the value. ``direction``
+    is ``forward`` (the default) or ``backward``."""
+
+    condition: Selector
+    action: Action
+    direction: Optional[str] = None
+
+    def describe(self) -> str:
+        """The rule as the trace's edit records name it."""
+        return f"when({self.condition!r}, {self.action.describe()})"
+
+
+def when(condition: Any, action: Any, *, direction: Optional[str] = None) -> Intervention:
+    """An edit rule for ``intervene=``: ``condition`` is a selector (or a callable, a
+    value-dependent predicate over :class:`RecordContext`), ``action`` a tl action or a plain
+    callable ``value -> value``."""
+    if direction not in (None, "forward", "backward"):
+        raise ValueError("direction must be 'forward' or 'backward'")
+    return Intervention(as_selector(condition), as_action(action), direction)
+
+
+def interventions_of(intervene: Any) -> Tuple[Intervention, ...]:
+    """The rules of an ``intervene=`` argument: one rule or a sequence of rules."""
+    if intervene is None:
+        return ()
+    rules = tuple(intervene) if isinstance(intervene, (list, tuple)) else (intervene,)
+    for rule in rules:
+        if not isinstance(rule, Intervention):
+            raise TypeError(f"intervene= takes tl.when(...) rules, got {rule!r}")
+    return rules
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """``stop_after=``: capture ends right after the first op the selector matches (inclusive);
+    nothing past it runs, and the trace is marked stopped with the frontier."""
+
+    selector: Selector
+
+    @classmethod
+    def from_argument(cls, stop_after: Any) -> Optional[StopRule]:
+        """The rule for a ``stop_after=`` argument (None when absent)."""
+        if stop_after is None:
+            return None
+        return cls(as_selector(stop_after))
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What a value-dependent predicate sees about one op as it runs. ``label`` is provisional
+    (final labels exist only after the capture); the value fields are filled only by backends
+    that hold the concrete value at that point."""
+
+    kind: str
+    label: str
+    func_name: Optional[str] = None
+    step_index: Optional[int] = None
+    address: Optional[str] = None
+    module_type: Optional[str] = None
+    module_stack: Tuple[str, ...] = ()
+    shape: Optional[Tuple[int, ...]] = None
+    dtype: Optional[str] = None
+    output_index: Optional[int] = None
+    tensor_requires_grad: Optional[bool] = None
+    is_scalar_bool: Optional[bool] = None
+    bool_value: Optional[bool] = None
+    parent_labels: Tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class FireRecord:
+    """One edit that fired, as the trace keeps it: the op it replaced (``target_label``), the
+    rule, the action's name and when it fired (``timing``: ``post`` = on the op's output)."""
+
+    target_label: str
+    rule: str
+    helper_name: str
+    timing: str
+    replaced: bool = True

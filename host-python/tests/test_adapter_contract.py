@@ -1,0 +1,158 @@
+"""The shared contract, run over every registered backend from one parametrised suite: a backend
+gets these tests by being registered (built-in declarations and the ``torchlens.backends``
+entry-point group alike; the NumPy test adapter comes in through the entry point). A built
+backend runs on its declared example model; a planned one must refuse before anything runs."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+import numpy
+import pytest
+
+import torchlens as tl
+from torchlens.adapter_kit.session import open_session_count
+from torchlens.backends.spec import resolve_reference
+from torchlens.errors import BackendUnsupportedError
+
+
+def _registered():
+    """Every registered backend, each case marked with the backend's name (``pytest -m jax``
+    runs JAX's cells of the shared contract too)."""
+    return [
+        pytest.param(name, marks=getattr(pytest.mark, name.replace("-", "_"))) for name in tl.backends.names()
+    ]
+
+
+def _built(name):
+    spec = tl.backends.get_spec(name)
+    if spec.adapter is None:
+        pytest.skip(f"{name} is {spec.maturity}: covered by test_a_planned_backend_refuses")
+    try:
+        tl.backends.require_framework(spec)
+    except BackendUnsupportedError as error:
+        pytest.skip(f"{name}: {error.message}")
+    assert spec.example is not None, f"the {name} backend declares no example model for the contract tests"
+    model, args = resolve_reference(spec.example)()
+    return spec, tl.backends.get_backend(name), model, args
+
+
+def _host(adapter, value):
+    return numpy.asarray(adapter.to_numpy(value))
+
+
+def _framework_namespace(spec):
+    """Every attribute of the framework's top-level module, by identity: a capture must leave
+    each exactly as it found it."""
+    module = importlib.import_module(spec.requirement.module)
+    return {name: id(value) for name, value in vars(module).items()}
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_the_example_traces_validates_and_names_its_backend(name):
+    spec, adapter, model, args = _built(name)
+    trace = tl.trace(model, args, backend=name)
+    assert trace.backend == name and trace.spec is spec
+    assert trace.capture_verified
+    assert trace.outputs and all(op.saved for op in trace.ops if op.kind not in ("output",))
+    assert trace.validate_forward_pass() is True
+    reference = adapter.output_leaves(adapter.reference_output(model, args, {}))
+    for op, value in zip(trace.outputs, reference):
+        numpy.testing.assert_allclose(_host(adapter, op.out), _host(adapter, value), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_a_saved_file_loads_back_with_the_same_values(name, tmp_path):
+    spec, adapter, model, args = _built(name)
+    trace = tl.trace(model, args, backend=name)
+    path = str(tmp_path / "trace.tlspec")
+    trace.save(path)
+    loaded = tl.load(path)
+    assert loaded.backend == name
+    assert loaded.labels == trace.labels
+    for op in trace.ops:
+        if op.saved:
+            assert numpy.array_equal(_host(adapter, loaded[op.label].out), _host(adapter, op.out))
+    assert loaded.validation_replay_status.state == "unavailable"
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_a_narrow_save_keeps_exactly_the_matched_ops_and_the_leaves(name):
+    spec, adapter, model, args = _built(name)
+    full = tl.trace(model, args, backend=name)
+    target = [op for op in full.ops if op.kind == "compute"][-2]
+    narrow = tl.trace(model, args, backend=name, save=tl.label(target.label))
+    kept = {op.label for op in narrow.saved_ops}
+    leaves = {op.label for op in narrow.ops if op.kind in ("constant", "buffer")}
+    assert kept == {target.label} | leaves
+    assert numpy.array_equal(_host(adapter, narrow[target.label].out), _host(adapter, target.out))
+    nothing = tl.trace(model, args, backend=name, save=False)
+    assert nothing.saved_ops == [] and nothing.labels == full.labels
+
+
+@pytest.mark.parametrize("interruption", [RuntimeError, KeyboardInterrupt])
+@pytest.mark.parametrize("name", _registered())
+def test_an_exception_inside_the_forward_leaves_nothing_behind(name, interruption):
+    spec, adapter, model, args = _built(name)
+    before = _framework_namespace(spec)
+    expected = tl.trace(model, args, backend=name).labels
+
+    def raising(*inputs):
+        model(*inputs)
+        raise interruption("raised inside the forward")
+
+    with pytest.raises(interruption):
+        tl.trace(raising, args, backend=name)
+    assert open_session_count() == 0
+    assert _framework_namespace(spec) == before
+    assert tl.trace(model, args, backend=name).labels == expected
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_another_thread_running_the_model_is_not_recorded(name):
+    spec, adapter, model, args = _built(name)
+    alone = tl.trace(lambda *inputs: model(*inputs), args, backend=name)
+
+    def with_a_neighbour(*inputs):
+        neighbour = threading.Thread(target=model, args=inputs)
+        neighbour.start()
+        neighbour.join()
+        return model(*inputs)
+
+    together = tl.trace(with_a_neighbour, args, backend=name)
+    assert together.labels == alone.labels
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_every_action_applies_through_the_backend_hook_keeping_shape_and_dtype(name):
+    spec, adapter, model, args = _built(name)
+    value = adapter.output_leaves(adapter.reference_output(model, args, {}))[0]
+    host = _host(adapter, value)
+    expected = {
+        "zero": (tl.zero_ablate(), numpy.zeros_like(host)),
+        "scale": (tl.scale(2.0), host * 2.0),
+        "add": (tl.add(1.0), host + 1.0),
+        "clamp": (tl.clamp(min=-0.1, max=0.1), numpy.clip(host, -0.1, 0.1)),
+        "mean": (tl.mean_ablate(), numpy.full_like(host, host.mean())),
+        "replace": (tl.replace_with(numpy.ones(host.shape)), numpy.ones_like(host)),
+    }
+    for key, (action, wanted) in expected.items():
+        replaced = adapter.apply_action(action, value)
+        assert type(replaced) is type(value), key
+        assert _host(adapter, replaced).dtype == host.dtype, key
+        numpy.testing.assert_allclose(_host(adapter, replaced), wanted, rtol=1e-6, err_msg=key)
+    doubled = adapter.apply_action(tl.when(tl.func("x"), lambda v: v * 2).action, value)
+    numpy.testing.assert_allclose(_host(adapter, doubled), host * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_a_planned_backend_refuses_before_anything_runs(name):
+    spec = tl.backends.get_spec(name)
+    if spec.adapter is not None:
+        pytest.skip(f"{name} is built: covered by the tests above")
+    calls = []
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(lambda x: calls.append(x), 1.0, backend=name)
+    assert caught.value.code in ("framework_not_installed", "backend_not_built")
+    assert caught.value.framework == name and not calls

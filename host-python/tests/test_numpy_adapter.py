@@ -1,0 +1,97 @@
+"""The NumPy test adapter on its own: it reaches the package only through the entry-point
+group, it reads a module-level array the core turns into a constant op of its own, and a kit
+session records edit records that survive a ``.tlspec``."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+from numpy_adapter import Module
+from numpy_adapter.example import Linear
+
+import torchlens as tl
+from torchlens.adapter_kit import CaptureRequest, CaptureSession, SaveRequest
+from torchlens.options import CaptureOptions
+
+pytestmark = pytest.mark.numpy_adapter
+
+#: Read by a model without being declared: the core inserts a constant op for it.
+MODULE_LEVEL_OFFSET = numpy.arange(4.0)
+
+
+class ReadsModuleLevelArray(Module):
+    def __init__(self) -> None:
+        rng = numpy.random.default_rng(1)
+        self.fc1 = Linear(rng, 4, 4)
+        self.fc2 = Linear(rng, 4, 4)
+
+    def forward(self, x):
+        return self.fc2(numpy.maximum(numpy.add(self.fc1(x), MODULE_LEVEL_OFFSET), 0.0))
+
+
+def test_the_adapter_is_discovered_through_the_entry_point_group():
+    from torchlens.backends.registry import built_in_specs
+
+    assert "numpy" in tl.backends.names()
+    assert "numpy" not in [spec.name for spec in built_in_specs()]
+    assert tl.backends.resolve(ReadsModuleLevelArray(), numpy.ones((1, 4)), None).name == "numpy"
+
+
+def test_a_constant_the_core_inserts_does_not_shift_which_values_a_narrow_save_keeps():
+    model, x = ReadsModuleLevelArray(), numpy.linspace(-1.0, 1.0, 8).reshape(2, 4)
+    with pytest.warns(tl.errors.CaptureUnverifiedWarning):
+        trace = tl.trace(model, x, save=tl.func("maximum") | tl.module("fc2"))
+    assert trace.capture_reason == "unregistered_value_read"
+    inserted = [op for op in trace.ops if op.is_constant]
+    assert len(inserted) == 1 and not inserted[0].saved
+    assert inserted[0].index < trace.select(tl.func("maximum"))[0].index
+    hidden = numpy.maximum(model.fc1(x) + MODULE_LEVEL_OFFSET, 0.0)
+    saved = {op.func_name: op.out for op in trace.saved_ops}
+    assert set(saved) == {"maximum", "add"}
+    assert numpy.array_equal(saved["maximum"], hidden)
+    assert numpy.array_equal(saved["add"], model.fc2(hidden))
+
+
+def test_edit_records_reach_the_trace_and_survive_a_file(tmp_path):
+    spec = tl.backends.get_spec("numpy")
+    adapter = tl.backends.get_backend("numpy")
+    request = CaptureRequest(spec, None, (), {}, CaptureOptions(), SaveRequest("all"))
+    rule = tl.when(tl.func("tanh"), tl.scale(0.5))
+    x = numpy.ones((2,))
+    with CaptureSession(request) as session:
+        session.module(0, ["self"], "function", False, False)
+        x_id, y_id = session.new_value_id(), session.new_value_id()
+        session.input("x", x_id, x, x.shape, "float64")
+        edited = adapter.apply_action(rule.action, numpy.tanh(x))
+        session.op("tanh", [(x_id, 0)], [(y_id, edited, edited.shape, "float64")])
+        session.edit(y_id, rule.describe(), rule.action.describe(), "post")
+        session.output("output", y_id)
+        trace = session.finish(adapter)
+    op = trace.select(tl.func("tanh"))[0]
+    assert op.is_edited and not trace.inputs[0].is_edited
+    [record] = op.fire_records
+    assert (record.target_label, record.helper_name, record.timing) == (op.label, "scale(0.5)", "post")
+    assert record.rule == rule.describe()
+    numpy.testing.assert_allclose(op.out, numpy.tanh(x) * 0.5)
+    path = str(tmp_path / "edited.tlspec")
+    trace.save(path)
+    loaded = tl.load(path)
+    assert loaded[op.label].fire_records == op.fire_records
+
+
+def test_a_stop_frontier_and_decisions_use_the_adapter_ids():
+    spec = tl.backends.get_spec("numpy")
+    adapter = tl.backends.get_backend("numpy")
+    request = CaptureRequest(spec, None, (), {}, CaptureOptions(), SaveRequest("selected", tl.func("exp")))
+    x = numpy.ones((2,))
+    with CaptureSession(request) as session:
+        session.module(0, ["self"], "function", False, False)
+        # Ids far from the core's op numbers: nothing may confuse the two.
+        x_id = 1000
+        session.input("x", x_id, x, x.shape, "float64")
+        session.op("tanh", [(x_id, 0)], [(2000, numpy.tanh(x), (2,), "float64")])
+        session.op("exp", [(2000, 0)], [(3000, numpy.exp(numpy.tanh(x)), (2,), "float64")])
+        session.mark_stopped("stop_after", [3000])
+        trace = session.finish(adapter)
+    assert [op.label for op in trace.saved_ops] == [trace.select(tl.func("exp"))[0].label]
+    assert trace.is_stopped and trace.info["frontier"] == [trace.select(tl.func("exp"))[0].index]

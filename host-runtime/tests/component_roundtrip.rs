@@ -299,7 +299,13 @@ fn adapter_ids_cross_the_component_boundary() {
     let reloaded = core.from_body(&body).unwrap();
     let reloaded_ops = core.ops(reloaded, 0, u32::MAX).unwrap();
     assert!(reloaded_ops.iter().all(|op| op.value.is_none()));
-    assert_eq!(reloaded_ops[2].edits, ops[2].edits);
+    let edit_texts = |op: &wit::OpInfo| -> Vec<(String, String, String)> {
+        op.edits
+            .iter()
+            .map(|edit| (edit.rule.clone(), edit.action.clone(), edit.timing.clone()))
+            .collect()
+    };
+    assert_eq!(edit_texts(&reloaded_ops[2]), edit_texts(&ops[2]));
 }
 
 #[test]

@@ -59,6 +59,9 @@ lint: setup-python
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
+	# The Python extension reaches the core only through the component: it builds events from
+	# torchlens-schema and must never link torchlens-core natively.
+	! cargo tree -p torchlens-python -e normal | grep -q torchlens-core
 	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
 	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
 	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings

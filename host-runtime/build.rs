@@ -17,7 +17,15 @@ fn main() {
     let workspace = manifest_dir
         .parent()
         .expect("host-runtime lives in the workspace");
-    for watched in ["core-wasm/src", "core-wasm/Cargo.toml", "wit", "Cargo.lock"] {
+    for watched in [
+        "core-wasm/src",
+        "core-wasm/build.rs",
+        "core-wasm/Cargo.toml",
+        "schema/src",
+        "schema/Cargo.toml",
+        "wit",
+        "Cargo.lock",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             workspace.join(watched).display()

@@ -58,5 +58,17 @@ impl CoreError {
     }
 }
 
+impl From<torchlens_schema::DecodeError> for CoreError {
+    /// A batch the schema cannot decode is an `invalid-events` error, `events_undecodable`.
+    fn from(error: torchlens_schema::DecodeError) -> Self {
+        CoreError::new(
+            ErrorKind::InvalidEvents,
+            "events_undecodable",
+            error.to_string(),
+            "encode batches with the documented RawEvent schema and the same core version",
+        )
+    }
+}
+
 /// Result alias used throughout the core.
 pub type CoreResult<T> = Result<T, CoreError>;

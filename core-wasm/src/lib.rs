@@ -11,12 +11,21 @@
 
 pub mod build;
 pub mod contract;
-pub mod dtype;
 pub mod error;
-pub mod events;
 pub mod layout;
 pub mod model;
 pub mod tlspec;
+
+/// The raw event schema and element types live in `torchlens-schema` (shared with hosts that
+/// only write events); re-exported so `torchlens_core::events` and `torchlens_core::dtype` keep
+/// working.
+pub use torchlens_schema::{dtype, events};
+
+/// `torchlens-core-build:<hex>`: a digest (FNV-1a 64) of the core's and the schema's sources
+/// and of `wit/torchlens.wit`, computed by `build.rs`. The component answers it from
+/// `build-id`, and the same text sits in the component's bytes, so a host can prove which
+/// sources the core it embeds was built from.
+pub const BUILD_ID: &str = env!("TORCHLENS_CORE_BUILD_ID");
 
 pub use build::TraceBuilder;
 pub use error::{CoreError, CoreResult, ErrorKind};

@@ -198,6 +198,35 @@ impl EventRecorder {
         });
     }
 
+    /// A module buffer read during the forward; returns its tensor id.
+    pub fn buffer(&mut self, address: &str, shape: &[u64]) -> TensorId {
+        let value = self.value(shape, "float32");
+        let tensor = value.tensor;
+        self.events.push(RawEvent::Buffer {
+            address: address.to_string(),
+            value,
+        });
+        tensor
+    }
+
+    /// An edit the adapter applied to `value` (an `intervene=` rule fired).
+    pub fn edit(&mut self, value: TensorId, rule: &str, action: &str, timing: &str) {
+        self.events.push(RawEvent::Edit {
+            value,
+            rule: rule.to_string(),
+            action: action.to_string(),
+            timing: timing.to_string(),
+        });
+    }
+
+    /// A tensor id no event declares (what an adapter sends when an op reads a value it
+    /// never reported); the core inserts a constant for it.
+    pub fn undeclared(&mut self) -> TensorId {
+        let tensor = self.next_tensor;
+        self.next_tensor += 1;
+        tensor
+    }
+
     /// A whole `Linear` call: enter, `linear` reading the module's weight and bias, exit.
     pub fn linear(
         &mut self,

@@ -1,12 +1,12 @@
 //! Every selector kind and their compositions, evaluated over finished traces and live through
 //! capture plans.
 
-use torchlens_core::build::CaptureSession;
+use torchlens_core::build::{CaptureSession, ValueDecision};
 use torchlens_core::demo_model::demo_events;
 use torchlens_core::events::RawEvent;
-use torchlens_core::model::TraceOptions;
+use torchlens_core::model::{OpKind, TraceOptions};
 use torchlens_core::selectors::{
-    evaluate, CapturePlan, Decision, Selector, SelectorClass, SelectorNode as Node, WhereResult,
+    evaluate, CapturePlan, Selector, SelectorClass, SelectorNode as Node, WhereResult,
 };
 use torchlens_core::{Trace, TraceBuilder};
 
@@ -283,7 +283,7 @@ fn malformed_selectors_are_typed_errors() {
 }
 
 /// Runs the demo events through a session in small batches and collects decisions.
-fn live_decisions(selector: Selector, batch: usize) -> (Trace, Vec<Decision>, Vec<usize>) {
+fn live_decisions(selector: Selector, batch: usize) -> (Trace, Vec<ValueDecision>, Vec<usize>) {
     let plan = CapturePlan::compile(selector).unwrap();
     let mut session = CaptureSession::new(TraceOptions::default(), Some(plan));
     let events: Vec<RawEvent> = demo_events();
@@ -330,17 +330,32 @@ fn live_plans_agree_with_static_evaluation() {
         let finished = demo_trace();
         let expected = evaluate(&finished, &selector, &[]).unwrap();
         let (trace, decisions, _) = live_decisions(selector.clone(), 2);
+        // Output ops repeat their producer's value and get no decision of their own.
+        let valued = trace.ops.iter().filter(|op| op.value.is_some()).count();
         let mut seen: Vec<u32> = decisions.iter().map(|decision| decision.op).collect();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen.len(), trace.ops.len(), "every op decided exactly once");
-        assert_eq!(decisions.len(), trace.ops.len());
+        assert_eq!(seen.len(), valued, "every valued op decided exactly once");
+        assert_eq!(decisions.len(), valued);
+        for decision in &decisions {
+            let op = &trace.ops[decision.op as usize];
+            assert_ne!(op.kind, OpKind::Output);
+            assert_eq!(
+                op.value,
+                Some(decision.value),
+                "decided by the op's own value"
+            );
+        }
         let mut selected: Vec<u32> = decisions
             .iter()
             .filter(|decision| decision.selected)
             .map(|decision| decision.op)
             .collect();
         selected.sort_unstable();
+        let expected: Vec<u32> = expected
+            .into_iter()
+            .filter(|&op| trace.ops[op as usize].kind != OpKind::Output)
+            .collect();
         assert_eq!(selected, expected, "selector {selector:?}");
     }
 }
@@ -350,5 +365,6 @@ fn static_function_plans_decide_in_the_batch_that_carries_the_op() {
     let (trace, _, per_batch) = live_decisions(leaf(Node::Func("tanh".into())), 1);
     // Nothing is left for the end: each op was decided as it arrived.
     assert_eq!(per_batch.last(), Some(&0));
-    assert_eq!(per_batch.iter().sum::<usize>(), trace.ops.len());
+    let valued = trace.ops.iter().filter(|op| op.value.is_some()).count();
+    assert_eq!(per_batch.iter().sum::<usize>(), valued);
 }

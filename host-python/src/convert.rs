@@ -117,6 +117,7 @@ pub fn op_info<'py>(py: Python<'py>, op: &wit::OpInfo) -> PyResult<Bound<'py, Py
         .collect();
     dict.set_item("edits", edits)?;
     dict.set_item("extras", &op.extras)?;
+    dict.set_item("value", op.value)?;
     Ok(dict.into_any())
 }
 

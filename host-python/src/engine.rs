@@ -29,6 +29,12 @@ impl Core {
         self.instance.borrow_mut().version().py_result(py)
     }
 
+    /// The build id the running core answers (`torchlens-core-build:<hex>`): a digest of the
+    /// sources it was built from; the same text is inside `embedded_component()`.
+    fn build_id(&self, py: Python<'_>) -> PyResult<String> {
+        self.instance.borrow_mut().build_id().py_result(py)
+    }
+
     /// Size of the embedded component in bytes.
     #[staticmethod]
     fn component_size() -> usize {
@@ -255,4 +261,10 @@ pub fn core(py: Python<'_>) -> PyResult<Core> {
     let instance = Rc::new(RefCell::new(runtime.instantiate().py_result(py)?));
     CORE.with(|cell| *cell.borrow_mut() = Some((instance.clone(), runtime.clone())));
     Ok(Core { instance, runtime })
+}
+
+/// The bytes of the core component this extension embeds (the `.wasm` it runs).
+#[pyfunction]
+pub fn embedded_component(py: Python<'_>) -> Bound<'_, PyBytes> {
+    PyBytes::new(py, EMBEDDED_COMPONENT)
 }

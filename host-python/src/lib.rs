@@ -21,6 +21,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<session::Session>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
+    module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;
     module.add(
         "WASMTIME_VERSION",
         torchlens_host_runtime::runtime::wasmtime_version(),

@@ -1,6 +1,8 @@
 //! A capture in progress. The adapter calls one method per event (cheap: the event is appended
 //! to a buffer in Rust); `flush` sends the buffer to the core as one postcard batch and returns
-//! the selection decisions it made possible.
+//! the selection decisions it made possible, each as `(value, selected)` where `value` is the
+//! adapter's own tensor id of the op's value. The events are built from `torchlens-schema`
+//! alone: the extension never links the core natively, it only talks to the component.
 
 use crate::engine::SharedInstance;
 use crate::errors::IntoPyResult;
@@ -8,11 +10,11 @@ use crate::trace::Trace;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use smallvec::SmallVec;
-use torchlens_core::dtype::Dtype;
-use torchlens_core::events::{
+use torchlens_host_runtime::ResourceAny;
+use torchlens_schema::dtype::Dtype;
+use torchlens_schema::events::{
     ArgRef, EventBatch, ModuleDecl, OpEvent, ParamDecl, RawEvent, SourceLocation, TensorDesc,
 };
-use torchlens_host_runtime::ResourceAny;
 
 /// A capture session inside the core plus the events not yet sent.
 #[pyclass(unsendable, module = "torchlens._native")]
@@ -20,6 +22,9 @@ pub struct Session {
     instance: SharedInstance,
     handle: Option<ResourceAny>,
     pending: Vec<RawEvent>,
+    /// Decisions from events `mark_stopped` sent on its own; the next `flush` or `finish`
+    /// returns them first.
+    held: Vec<(u64, bool)>,
 }
 
 impl Session {
@@ -28,7 +33,29 @@ impl Session {
             instance,
             handle: Some(handle),
             pending: Vec::with_capacity(256),
+            held: Vec::new(),
         }
+    }
+
+    /// Sends the pending events as one batch; returns the decisions it made possible.
+    fn send_pending(&mut self, py: Python<'_>) -> PyResult<Vec<(u64, bool)>> {
+        let handle = self.handle()?;
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = EventBatch {
+            events: std::mem::take(&mut self.pending),
+        }
+        .to_postcard();
+        let decisions = self
+            .instance
+            .borrow_mut()
+            .ingest(handle, &batch)
+            .py_result(py)?;
+        Ok(decisions
+            .into_iter()
+            .map(|decision| (decision.value, decision.selected))
+            .collect())
     }
 
     fn handle(&self) -> PyResult<ResourceAny> {
@@ -184,42 +211,43 @@ impl Session {
         self.pending.push(RawEvent::Extra { key, value });
     }
 
+    /// An edit applied to the value `value` (an `intervene=` rule fired); the core records it
+    /// on the op that produced the value (an unknown value fails the next flush with
+    /// `events_edit_unknown_value`).
+    fn edit(&mut self, value: u64, rule: String, action: String, timing: String) {
+        self.pending.push(RawEvent::Edit {
+            value,
+            rule,
+            action,
+            timing,
+        });
+    }
+
     /// Number of events not yet sent.
     fn pending_events(&self) -> usize {
         self.pending.len()
     }
 
-    /// Sends the pending events; returns `[(op, selected)]` decisions made possible.
-    fn flush(&mut self, py: Python<'_>) -> PyResult<Vec<(u32, bool)>> {
-        let handle = self.handle()?;
-        if self.pending.is_empty() {
-            return Ok(Vec::new());
-        }
-        let batch = EventBatch {
-            events: std::mem::take(&mut self.pending),
-        }
-        .to_postcard();
-        let decisions = self
-            .instance
-            .borrow_mut()
-            .ingest(handle, &batch)
-            .py_result(py)?;
-        Ok(decisions
-            .into_iter()
-            .map(|decision| (decision.op, decision.selected))
-            .collect())
+    /// Sends the pending events; returns `[(value, selected)]` decisions made possible, keyed
+    /// by the adapter's tensor id of each decided op's value.
+    fn flush(&mut self, py: Python<'_>) -> PyResult<Vec<(u64, bool)>> {
+        let fresh = self.send_pending(py)?;
+        let mut decisions = std::mem::take(&mut self.held);
+        decisions.extend(fresh);
+        Ok(decisions)
     }
 
-    /// Marks the capture as stopped early.
-    fn mark_stopped(&mut self, py: Python<'_>, reason: String, frontier: Vec<u32>) -> PyResult<()> {
+    /// Marks the capture as stopped early at the ops that produced the values `frontier`
+    /// (adapter tensor ids). Pending events are sent first, so the frontier may name values
+    /// reported since the last flush; their decisions come back with the next flush or
+    /// `finish`. An unknown value raises the typed `events_unknown_frontier_value` error.
+    fn mark_stopped(&mut self, py: Python<'_>, reason: String, frontier: Vec<u64>) -> PyResult<()> {
         let handle = self.handle()?;
+        let decisions = self.send_pending(py)?;
+        self.held.extend(decisions);
         self.instance
             .borrow_mut()
-            .call_infallible(|guest, store| {
-                guest
-                    .capture_session()
-                    .call_mark_stopped(store, handle, &reason, &frontier)
-            })
+            .mark_stopped(handle, &reason, &frontier)
             .py_result(py)
     }
 
@@ -236,8 +264,9 @@ impl Session {
             .py_result(py)
     }
 
-    /// Sends what is pending and finalizes: `(Trace, last decisions)`.
-    fn finish(&mut self, py: Python<'_>) -> PyResult<(Trace, Vec<(u32, bool)>)> {
+    /// Sends what is pending and finalizes: `(Trace, last decisions)`, decisions as
+    /// `(value, selected)` like `flush`.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<(Trace, Vec<(u64, bool)>)> {
         let mut decisions = self.flush(py)?;
         let handle = self
             .handle
@@ -246,7 +275,7 @@ impl Session {
         let (trace, last) = self.instance.borrow_mut().finish(handle).py_result(py)?;
         decisions.extend(
             last.into_iter()
-                .map(|decision| (decision.op, decision.selected)),
+                .map(|decision| (decision.value, decision.selected)),
         );
         Ok((Trace::new(self.instance.clone(), trace), decisions))
     }
@@ -254,6 +283,7 @@ impl Session {
     /// Abandons the session (the forward raised): frees it inside the core.
     fn abandon(&mut self) {
         self.pending.clear();
+        self.held.clear();
         if let Some(handle) = self.handle.take() {
             let _ = self.instance.borrow_mut().drop_resource(handle);
         }

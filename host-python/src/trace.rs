@@ -152,12 +152,13 @@ impl Trace {
             .py_result(py)
     }
 
-    /// Keeps payload references only for these ops.
-    fn keep_payloads(&self, py: Python<'_>, ops: Vec<u32>) -> PyResult<()> {
+    /// Keeps payload references only for the adapter's payload `slots`; every op whose slot
+    /// is not listed loses its payload reference.
+    fn keep_payloads(&self, py: Python<'_>, slots: Vec<u64>) -> PyResult<()> {
         let handle = self.handle;
         self.instance
             .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_keep_payloads(store, handle, &ops))
+            .keep_payloads(handle, &slots)
             .py_result(py)
     }
 

@@ -2,7 +2,7 @@
 
 use crate::bindings::exports::torchlens::core::core::Guest;
 use crate::bindings::{TorchlensCore, TorchlensCorePre};
-use crate::sandbox::{EpochTicker, SandboxLimits, StoreState};
+use crate::sandbox::{EpochTicker, MemoryCapExceeded, SandboxLimits, StoreState};
 use crate::wit;
 use std::sync::Arc;
 use thiserror::Error;
@@ -66,15 +66,27 @@ impl From<wit::CoreError> for HostError {
     }
 }
 
-fn trap_error(error: wasmtime::Error) -> HostError {
-    let code = match error.downcast_ref::<Trap>() {
+/// The stable code of a failed call, from typed signals only: the memory limiter's refusal
+/// (in the error chain, or recorded in the store when `memory_refused`), wasmtime's own
+/// out-of-memory error, and the trap codes for fuel and the epoch deadline. Trap text is never
+/// read: an out-of-bounds access says "memory" too but is a bug, not exhaustion.
+pub(crate) fn trap_code(error: &wasmtime::Error, memory_refused: bool) -> &'static str {
+    if memory_refused
+        || error.downcast_ref::<MemoryCapExceeded>().is_some()
+        || error.downcast_ref::<wasmtime::OutOfMemory>().is_some()
+    {
+        return "sandbox_memory_exhausted";
+    }
+    match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => "sandbox_fuel_exhausted",
         Some(Trap::Interrupt) => "sandbox_deadline_exceeded",
-        _ if format!("{error:?}").contains("memory") => "sandbox_memory_exhausted",
         _ => "sandbox_trap",
-    };
+    }
+}
+
+fn trap_error_in(error: wasmtime::Error, store: &Store<StoreState>) -> HostError {
     HostError::Trap {
-        code,
+        code: trap_code(&error, store.data().memory_refused().is_some()),
         message: format!("{error:#}"),
     }
 }
@@ -99,12 +111,17 @@ impl CoreInstance {
         let mut store = Store::new(engine, StoreState::new(&limits));
         store.limiter(|state| &mut state.limits);
         if let Some(fuel) = limits.fuel_per_call {
-            store.set_fuel(fuel).map_err(trap_error)?;
+            store
+                .set_fuel(fuel)
+                .map_err(|error| trap_error_in(error, &store))?;
         }
         if let Some(ticks) = limits.deadline_ticks() {
             store.set_epoch_deadline(ticks);
         }
-        let bindings = pre.instantiate(&mut store).map_err(trap_error)?;
+        let bindings = match pre.instantiate(&mut store) {
+            Ok(bindings) => bindings,
+            Err(error) => return Err(trap_error_in(error, &store)),
+        };
         Ok(Self {
             store,
             bindings,
@@ -133,16 +150,21 @@ impl CoreInstance {
             return Err(HostError::Dead);
         }
         if let Some(fuel) = self.limits.fuel_per_call {
-            self.store.set_fuel(fuel).map_err(trap_error)?;
+            if let Err(error) = self.store.set_fuel(fuel) {
+                return Err(trap_error_in(error, &self.store));
+            }
         }
         if let Some(ticks) = self.limits.deadline_ticks() {
             self.store.set_epoch_deadline(ticks);
         }
         let core = self.bindings.torchlens_core_core();
-        body(core, &mut self.store).map_err(|error| {
-            self.dead = true;
-            trap_error(error)
-        })
+        match body(core, &mut self.store) {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                self.dead = true;
+                Err(trap_error_in(error, &self.store))
+            }
+        }
     }
 
     /// Whether a trap ended this instance (every later call answers `core_instance_dead`).
@@ -153,6 +175,11 @@ impl CoreInstance {
     /// The core's version.
     pub fn version(&mut self) -> Result<String, HostError> {
         self.call_infallible(|core, store| core.call_version(store))
+    }
+
+    /// The core's build id (`torchlens-core-build:<hex>`), as the running component answers.
+    pub fn build_id(&mut self) -> Result<String, HostError> {
+        self.call_infallible(|core, store| core.call_build_id(store))
     }
 
     /// Starts a capture session.
@@ -171,6 +198,25 @@ impl CoreInstance {
         batch: &[u8],
     ) -> Result<Vec<wit::Decision>, HostError> {
         self.call(|core, store| core.capture_session().call_ingest(store, session, batch))
+    }
+
+    /// Marks a session's capture as stopped early at the ops that produced the adapter's
+    /// values `frontier` (`events_unknown_frontier_value` when one is unknown).
+    pub fn mark_stopped(
+        &mut self,
+        session: ResourceAny,
+        reason: &str,
+        frontier: &[u64],
+    ) -> Result<(), HostError> {
+        self.call(|core, store| {
+            core.capture_session()
+                .call_mark_stopped(store, session, reason, frontier)
+        })
+    }
+
+    /// Keeps payload references only for the adapter's payload `slots`.
+    pub fn keep_payloads(&mut self, trace: ResourceAny, slots: &[u64]) -> Result<(), HostError> {
+        self.call_infallible(|core, store| core.trace().call_keep_payloads(store, trace, slots))
     }
 
     /// Finishes a session: the trace handle and the last decisions.
@@ -292,6 +338,38 @@ impl CoreInstance {
         if self.dead {
             return Err(HostError::Dead);
         }
-        resource.resource_drop(&mut self.store).map_err(trap_error)
+        match resource.resource_drop(&mut self.store) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(trap_error_in(error, &self.store)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traps_are_classified_by_their_typed_signal_not_their_text() {
+        // "out of bounds memory access" mentions memory but is a bug, not exhaustion.
+        let out_of_bounds = wasmtime::Error::new(Trap::MemoryOutOfBounds);
+        assert!(format!("{out_of_bounds:#}").contains("memory"));
+        assert_eq!(trap_code(&out_of_bounds, false), "sandbox_trap");
+        let refused = wasmtime::Error::new(MemoryCapExceeded {
+            desired: 2 << 20,
+            cap: 1 << 20,
+        })
+        .context("while growing");
+        assert_eq!(trap_code(&refused, false), "sandbox_memory_exhausted");
+        // A trap after a refusal the limiter recorded (whatever the trap says).
+        let unreachable = wasmtime::Error::new(Trap::UnreachableCodeReached);
+        assert_eq!(trap_code(&unreachable, true), "sandbox_memory_exhausted");
+        assert_eq!(trap_code(&unreachable, false), "sandbox_trap");
+        let fuel = wasmtime::Error::new(Trap::OutOfFuel);
+        assert_eq!(trap_code(&fuel, false), "sandbox_fuel_exhausted");
+        let deadline = wasmtime::Error::new(Trap::Interrupt);
+        assert_eq!(trap_code(&deadline, false), "sandbox_deadline_exceeded");
+        let text = wasmtime::Error::msg("memory memory memory");
+        assert_eq!(trap_code(&text, false), "sandbox_trap");
     }
 }

@@ -6,8 +6,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use thiserror::Error;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Engine, ResourceLimiter};
 
 /// How often the epoch advances when a wall-clock deadline is set.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -76,20 +77,115 @@ impl Drop for EpochTicker {
     }
 }
 
+/// The error a refused memory growth traps with; hosts find it in the trap's error chain
+/// (`sandbox_memory_exhausted`) instead of reading the trap's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("the component asked for {desired} bytes of linear memory; the sandbox allows {cap}")]
+pub struct MemoryCapExceeded {
+    /// The size the component asked to grow a memory to, in bytes.
+    pub desired: usize,
+    /// The cap it runs under, in bytes.
+    pub cap: usize,
+}
+
+/// A table growth past the table's own maximum (the sandbox sets no table cap of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("the component asked for {desired} table elements past the table's maximum")]
+pub struct TableGrowthRefused {
+    /// The element count the component asked for.
+    pub desired: usize,
+}
+
+/// The store's resource limiter: caps linear memory and turns every refused growth into a
+/// trap carrying [`MemoryCapExceeded`], and remembers the refusal, so a memory trap is told
+/// apart from any other by a typed signal.
+#[derive(Debug, Clone)]
+pub struct MemoryLimiter {
+    cap: usize,
+    /// The size of the last growth allowed (for a growth that then failed in the host).
+    last_allowed: usize,
+    refused: Option<MemoryCapExceeded>,
+}
+
+impl MemoryLimiter {
+    /// A limiter allowing linear memories of up to `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            last_allowed: 0,
+            refused: None,
+        }
+    }
+
+    /// The last memory growth this limiter refused, if any (the instance trapped then).
+    pub fn refused(&self) -> Option<MemoryCapExceeded> {
+        self.refused
+    }
+
+    fn refuse(&mut self, desired: usize) -> wasmtime::Error {
+        let refusal = MemoryCapExceeded {
+            desired,
+            cap: self.cap,
+        };
+        self.refused = Some(refusal);
+        wasmtime::Error::new(refusal)
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap || maximum.is_some_and(|maximum| desired > maximum) {
+            return Err(self.refuse(desired));
+        }
+        self.last_allowed = desired;
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        // Allowed by `memory_growing` but failed anyway (the host could not map the pages):
+        // the component is out of memory all the same.
+        let refusal = self.refuse(self.last_allowed);
+        Err(refusal.context(format!("{error:#}")))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Err(wasmtime::Error::new(TableGrowthRefused { desired }));
+        }
+        Ok(true)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        Err(error)
+    }
+}
+
 /// Per-store state: the memory limiter.
 pub struct StoreState {
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: MemoryLimiter,
 }
 
 impl StoreState {
     /// State for a store under `limits`.
     pub fn new(limits: &SandboxLimits) -> Self {
         Self {
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: MemoryLimiter::new(limits.memory_bytes),
         }
+    }
+
+    /// The memory growth the limiter refused, if any.
+    pub fn memory_refused(&self) -> Option<MemoryCapExceeded> {
+        self.limits.refused()
     }
 }
 
@@ -146,4 +242,50 @@ pub(crate) fn linker(
     }
     linker.define_unknown_imports_as_traps(component)?;
     Ok(linker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limiter_refuses_growth_past_the_cap_and_remembers_it() {
+        let mut limiter = MemoryLimiter::new(1 << 20);
+        assert!(matches!(limiter.memory_growing(0, 1 << 20, None), Ok(true)));
+        assert_eq!(limiter.refused(), None);
+        let error = limiter
+            .memory_growing(1 << 20, 2 << 20, None)
+            .expect_err("past the cap traps");
+        let refusal = MemoryCapExceeded {
+            desired: 2 << 20,
+            cap: 1 << 20,
+        };
+        assert_eq!(error.downcast_ref::<MemoryCapExceeded>(), Some(&refusal));
+        assert_eq!(limiter.refused(), Some(refusal));
+    }
+
+    #[test]
+    fn the_limiter_honours_a_memory_maximum_below_the_cap() {
+        let mut limiter = MemoryLimiter::new(1 << 30);
+        assert!(limiter.memory_growing(0, 2 << 16, Some(1 << 16)).is_err());
+        assert!(limiter.refused().is_some());
+        let mut limiter = MemoryLimiter::new(1 << 30);
+        assert!(limiter.table_growing(0, 10, Some(5)).is_err());
+        assert!(matches!(limiter.table_growing(0, 10, None), Ok(true)));
+        assert_eq!(limiter.refused(), None, "tables are not memory");
+    }
+
+    #[test]
+    fn a_growth_the_host_could_not_serve_counts_as_exhaustion() {
+        let mut limiter = MemoryLimiter::new(1 << 30);
+        assert!(matches!(limiter.memory_growing(0, 1 << 16, None), Ok(true)));
+        let error = limiter
+            .memory_grow_failed(wasmtime::Error::msg("mmap failed"))
+            .expect_err("traps");
+        assert!(error.downcast_ref::<MemoryCapExceeded>().is_some());
+        assert_eq!(
+            limiter.refused().map(|refusal| refusal.desired),
+            Some(1 << 16)
+        );
+    }
 }

@@ -214,14 +214,143 @@ fn live_plans_report_decisions_through_the_component() {
     let mut decisions = core.ingest(session, &batch.to_postcard()).unwrap();
     let (trace, last) = core.finish(session).unwrap();
     decisions.extend(last);
-    let info = core.trace_info(trace).unwrap();
-    assert_eq!(decisions.len() as u32, info.op_count);
-    let selected: Vec<u32> = decisions
+    let ops = core.ops(trace, 0, u32::MAX).unwrap();
+    // Every op with a value of its own is decided once, by that value; outputs are not.
+    let mut valued: Vec<u64> = ops.iter().filter_map(|op| op.value).collect();
+    let mut decided: Vec<u64> = decisions.iter().map(|decision| decision.value).collect();
+    valued.sort_unstable();
+    decided.sort_unstable();
+    assert_eq!(decided, valued);
+    assert!(ops
+        .iter()
+        .all(|op| (op.kind == wit::OpKind::Output) == op.value.is_none()));
+    let selected: Vec<&str> = decisions
         .iter()
         .filter(|decision| decision.selected)
-        .map(|decision| decision.op)
+        .filter_map(|decision| ops.iter().find(|op| op.value == Some(decision.value)))
+        .map(|op| op.label.as_str())
         .collect();
-    assert_eq!(selected.len(), 3, "the three cell outputs");
+    assert_eq!(selected.len(), 3, "the three cell outputs: {selected:?}");
+    assert!(selected.iter().all(|label| label.starts_with("tanh")));
+}
+
+#[test]
+fn adapter_ids_cross_the_component_boundary() {
+    let mut core = instance();
+    let plan = core.parse_selector("func:relu").unwrap();
+    let session = core.start_session(wit_options(), Some(&plan)).unwrap();
+    let mut recorder = torchlens_core::recorder::EventRecorder::keeping_payloads();
+    let x = recorder.input("x", &[2]);
+    let unseen = recorder.undeclared();
+    let relu = recorder.op("relu", &[x, unseen], &[2]);
+    recorder.edit(relu, "0", "zero_ablate", "output");
+    let tanh = recorder.op("tanh", &[relu], &[2]);
+    recorder.output("out", tanh);
+    let batch = EventBatch {
+        events: recorder.events,
+    };
+    let decisions = core.ingest(session, &batch.to_postcard()).unwrap();
+    let decided: Vec<(u64, bool)> = decisions
+        .iter()
+        .map(|decision| (decision.value, decision.selected))
+        .collect();
+    // The inserted constant (op 1) is decided by the undeclared value it stands for, and the
+    // relu (op 2) by its own value, not by a guessed op index.
+    assert_eq!(
+        decided,
+        [(x, false), (unseen, false), (relu, true), (tanh, false)]
+    );
+
+    match core.mark_stopped(session, "stop_after", &[relu, 9_999]) {
+        Err(HostError::Core { family, code, .. }) => {
+            assert_eq!(family, "invalid-events");
+            assert_eq!(code, "events_unknown_frontier_value");
+        }
+        other => panic!("expected an unknown-frontier error, got {other:?}"),
+    }
+    core.mark_stopped(session, "stop_after", &[relu]).unwrap();
+    let (trace, last) = core.finish(session).unwrap();
+    assert!(last.is_empty(), "the output node gets no decision");
+    let info = core.trace_info(trace).unwrap();
+    assert_eq!(info.frontier, [2], "the frontier is reported as op ids");
+    assert_eq!(info.stop_reason.as_deref(), Some("stop_after"));
+
+    let ops = core.ops(trace, 0, u32::MAX).unwrap();
+    let values: Vec<Option<u64>> = ops.iter().map(|op| op.value).collect();
+    assert_eq!(
+        values,
+        [Some(x), Some(unseen), Some(relu), Some(tanh), None]
+    );
+    assert_eq!(ops[2].edits.len(), 1);
+    assert_eq!(ops[2].edits[0].action, "zero_ablate");
+
+    // keep-payloads names the adapter's slots (the recorder's slot is the tensor id).
+    core.keep_payloads(trace, &[tanh]).unwrap();
+    let kept: Vec<Option<u64>> = core
+        .ops(trace, 0, u32::MAX)
+        .unwrap()
+        .iter()
+        .map(|op| op.payload)
+        .collect();
+    assert_eq!(kept, [None, None, None, Some(tanh), None]);
+
+    // A trace rebuilt from its body has no adapter values, but keeps the edits.
+    let body = core.body(trace).unwrap();
+    let reloaded = core.from_body(&body).unwrap();
+    let reloaded_ops = core.ops(reloaded, 0, u32::MAX).unwrap();
+    assert!(reloaded_ops.iter().all(|op| op.value.is_none()));
+    let edit_texts = |op: &wit::OpInfo| -> Vec<(String, String, String)> {
+        op.edits
+            .iter()
+            .map(|edit| (edit.rule.clone(), edit.action.clone(), edit.timing.clone()))
+            .collect()
+    };
+    assert_eq!(edit_texts(&reloaded_ops[2]), edit_texts(&ops[2]));
+}
+
+#[test]
+fn an_edit_of_an_unknown_value_is_refused_through_the_component() {
+    let mut core = instance();
+    let session = core.start_session(wit_options(), None).unwrap();
+    let mut recorder = torchlens_core::recorder::EventRecorder::default();
+    let x = recorder.input("x", &[2]);
+    recorder.edit(x + 1, "0", "zero_ablate", "output");
+    let batch = EventBatch {
+        events: recorder.events,
+    };
+    match core.ingest(session, &batch.to_postcard()) {
+        Err(HostError::Core { code, .. }) => assert_eq!(code, "events_edit_unknown_value"),
+        other => panic!("expected events_edit_unknown_value, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_build_id_is_baked_into_the_component_bytes() {
+    let mut core = instance();
+    let id = core.build_id().unwrap();
+    assert_eq!(id, torchlens_core::BUILD_ID, "built from the same sources");
+    assert!(id.starts_with("torchlens-core-build:"));
+    let bytes = std::fs::read(default_component_path()).unwrap();
+    assert!(
+        bytes
+            .windows(id.len())
+            .any(|window| window == id.as_bytes()),
+        "the id is in the component's bytes"
+    );
+}
+
+#[test]
+fn a_memory_cap_below_the_initial_memory_is_memory_exhaustion() {
+    let limits = SandboxLimits {
+        memory_bytes: 64 << 10,
+        fuel_per_call: None,
+        deadline_per_call: None,
+    };
+    match runtime(limits).instantiate() {
+        Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_memory_exhausted"),
+        Err(other) => panic!("expected memory exhaustion, got {other:?}"),
+        Ok(_) => panic!("the component's initial memory exceeds 64 KiB"),
+    }
 }
 
 #[test]
@@ -378,12 +507,11 @@ fn queries_layout_and_svg_through_the_component() {
     assert_eq!(svg, native_svg);
 
     // Post-capture save=: keep two payloads, the encode then lays out exactly those.
-    core.call_infallible(|guest, store| {
-        guest
-            .trace()
-            .call_keep_payloads(store, trace, &[tanh.id, linear.id])
-    })
-    .unwrap();
+    let slots = [
+        tanh.payload.expect("demo keeps payloads"),
+        linear.payload.expect("demo keeps payloads"),
+    ];
+    core.keep_payloads(trace, &slots).unwrap();
     let encoded = core.encode(trace, &manifest()).unwrap();
     let mut labels: Vec<&str> = encoded
         .payloads

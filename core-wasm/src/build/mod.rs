@@ -10,7 +10,7 @@ mod distances;
 pub mod naming;
 mod session;
 
-pub use session::CaptureSession;
+pub use session::{CaptureSession, ValueDecision};
 
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
@@ -18,8 +18,8 @@ use crate::events::{
     ArgRef, EventStream, ModuleDecl, ModuleId, OpEvent, ParamDecl, RawEvent, TensorDesc, TensorId,
 };
 use crate::model::{
-    CaptureStatus, Edge, Edges, FuncName, Layer, Module, ModuleCall, Op, OpId, OpKind, Param,
-    ParamList, Shape, SiteKey, Trace, TraceOptions,
+    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, Module, ModuleCall, Op, OpId, OpKind,
+    Param, ParamList, Shape, SiteKey, Trace, TraceOptions,
 };
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
 // server, so the fast non-DoS-resistant hash is the right trade.
@@ -180,6 +180,36 @@ impl TraceBuilder {
                 self.trace.extras.push((key, value));
                 Ok(())
             }
+            RawEvent::Edit {
+                value,
+                rule,
+                action,
+                timing,
+            } => {
+                let op = self.producing_op(value, "events_edit_unknown_value", "an edit")?;
+                self.trace.ops[op as usize].edits.push(EditRecord {
+                    rule,
+                    action,
+                    timing,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// The op that produced the adapter's value `value`, or a typed `invalid-events` error
+    /// with `code` when no op did (never reported, or a parameter).
+    fn producing_op(&self, value: TensorId, code: &'static str, what: &str) -> CoreResult<OpId> {
+        match self.producers.get(&value) {
+            Some(Producer::Op(op)) => Ok(*op),
+            Some(Producer::Param(_)) => Err(event_error(
+                code,
+                format!("{what} names value {value}, which is a parameter, not an op's value"),
+            )),
+            None => Err(event_error(
+                code,
+                format!("{what} names value {value}, which no reported op produced"),
+            )),
         }
     }
 
@@ -387,6 +417,8 @@ impl TraceBuilder {
             output_descendants: Default::default(),
             edits: Vec::new(),
             extras: Vec::new(),
+            // An output node repeats its producer's value, so only the producer carries it.
+            value: (kind != OpKind::Output).then_some(value.tensor),
         });
         self.producers.insert(value.tensor, Producer::Op(id));
         Ok(id)
@@ -591,6 +623,24 @@ impl TraceBuilder {
     pub fn mark_stopped(&mut self, reason: String, frontier: Vec<OpId>) {
         self.trace.capture.stop_reason = Some(reason);
         self.trace.capture.frontier = frontier;
+    }
+
+    /// Marks the capture as stopped early at the ops that produced the adapter's values
+    /// `frontier` (what crosses the component boundary). A value no op produced is an
+    /// `events_unknown_frontier_value` error, and then nothing is marked.
+    pub fn mark_stopped_at_values(
+        &mut self,
+        reason: String,
+        frontier: &[TensorId],
+    ) -> CoreResult<()> {
+        let ops = frontier
+            .iter()
+            .map(|&value| {
+                self.producing_op(value, "events_unknown_frontier_value", "the stop frontier")
+            })
+            .collect::<CoreResult<Vec<OpId>>>()?;
+        self.mark_stopped(reason, ops);
+        Ok(())
     }
 
     /// Marks the capture as possibly incomplete.

@@ -1,15 +1,46 @@
 //! A capture session: a trace builder plus an optional live selection plan, as an adapter uses
 //! them during one `tl.trace` call.
+//!
+//! Decisions leave the session keyed by the adapter's own value ids ([`ValueDecision`]): the
+//! adapter never has to guess which dense op id the core gave an event, so constants the core
+//! inserts for undeclared reads cannot shift its bookkeeping.
 
 use super::TraceBuilder;
 use crate::error::CoreResult;
-use crate::model::{Trace, TraceOptions};
+use crate::events::TensorId;
+use crate::model::{OpId, Trace, TraceOptions};
 use crate::selectors::{CapturePlan, Decision};
+
+/// A live selection decision for one op, named by the adapter's id of the op's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueDecision {
+    /// The adapter's id of the value the op produced (what crosses the WIT boundary).
+    pub value: TensorId,
+    /// The core's dense op id (native callers and tests only).
+    pub op: OpId,
+    /// Whether the plan selected the op.
+    pub selected: bool,
+}
 
 /// One capture in progress.
 pub struct CaptureSession {
     builder: TraceBuilder,
     plan: Option<CapturePlan>,
+}
+
+/// Keys op decisions by value; ops without a value of their own (outputs) are left out.
+fn by_value(trace: &Trace, decisions: Vec<Decision>) -> Vec<ValueDecision> {
+    decisions
+        .into_iter()
+        .filter_map(|decision| {
+            let value = trace.ops.get(decision.op as usize)?.value?;
+            Some(ValueDecision {
+                value,
+                op: decision.op,
+                selected: decision.selected,
+            })
+        })
+        .collect()
 }
 
 impl CaptureSession {
@@ -22,23 +53,27 @@ impl CaptureSession {
     }
 
     /// Ingests one postcard batch and returns the selection decisions it made possible.
-    pub fn ingest_postcard(&mut self, batch: &[u8]) -> CoreResult<Vec<Decision>> {
+    pub fn ingest_postcard(&mut self, batch: &[u8]) -> CoreResult<Vec<ValueDecision>> {
         self.builder.ingest_postcard(batch)?;
-        self.decide(false)
+        self.decide()
     }
 
     /// Ingests decoded events (native callers).
     pub fn ingest(
         &mut self,
         events: impl IntoIterator<Item = crate::events::RawEvent>,
-    ) -> CoreResult<Vec<Decision>> {
+    ) -> CoreResult<Vec<ValueDecision>> {
         self.builder.ingest(events)?;
-        self.decide(false)
+        self.decide()
     }
 
-    fn decide(&mut self, complete: bool) -> CoreResult<Vec<Decision>> {
+    fn decide(&mut self) -> CoreResult<Vec<ValueDecision>> {
         match &mut self.plan {
-            Some(plan) => plan.advance(self.builder.partial(), complete),
+            Some(plan) => {
+                let partial = self.builder.partial();
+                let decisions = plan.advance(partial, false)?;
+                Ok(by_value(partial, decisions))
+            }
             None => Ok(Vec::new()),
         }
     }
@@ -49,10 +84,13 @@ impl CaptureSession {
     }
 
     /// Finalizes the trace and returns it with the last decisions.
-    pub fn finish(self) -> CoreResult<(Trace, Vec<Decision>)> {
+    pub fn finish(self) -> CoreResult<(Trace, Vec<ValueDecision>)> {
         let trace = self.builder.finish()?;
         let last = match self.plan {
-            Some(mut plan) => plan.advance(&trace, true)?,
+            Some(mut plan) => {
+                let decisions = plan.advance(&trace, true)?;
+                by_value(&trace, decisions)
+            }
             None => Vec::new(),
         };
         Ok((trace, last))

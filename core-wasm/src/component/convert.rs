@@ -1,10 +1,11 @@
 //! Core types ⇄ WIT types. Kept apart from the exports so each export stays one line of intent.
 
 use super::wit;
+use crate::build::ValueDecision;
 use crate::error::{CoreError, ErrorKind};
 use crate::layout::{GraphLayout, LayoutView, NodeKind};
 use crate::model::{OpKind, Trace, TraceOptions};
-use crate::selectors::{Decision, Selector, SelectorNode, WhereResult};
+use crate::selectors::{Selector, SelectorNode, WhereResult};
 use crate::tlspec::{EncodedLayout, HeaderInfo, Manifest};
 use crate::validation::{OpDecision, ReplayOutcome, ValidationState, ValidationStatus};
 
@@ -116,11 +117,11 @@ pub fn where_results(values: Vec<wit::WhereResult>) -> Vec<WhereResult> {
         .collect()
 }
 
-pub fn decisions(values: Vec<Decision>) -> Vec<wit::Decision> {
+pub fn decisions(values: Vec<ValueDecision>) -> Vec<wit::Decision> {
     values
         .into_iter()
         .map(|decision| wit::Decision {
-            op: decision.op,
+            value: decision.value,
             selected: decision.selected,
         })
         .collect()
@@ -202,6 +203,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             })
             .collect(),
         extras: op.extras.clone(),
+        value: op.value,
     }
 }
 

@@ -115,8 +115,8 @@ impl GuestTrace for TraceResource {
         .map_err(core_error)
     }
 
-    fn keep_payloads(&self, ops: Vec<u32>) {
-        self.trace.borrow_mut().keep_payloads(&ops);
+    fn keep_payloads(&self, slots: Vec<u64>) {
+        self.trace.borrow_mut().keep_payloads(&slots);
     }
 
     fn body(&self) -> Vec<u8> {
@@ -174,10 +174,13 @@ impl GuestCaptureSession for SessionResource {
             .map_err(core_error)
     }
 
-    fn mark_stopped(&self, reason: String, frontier: Vec<u32>) {
-        if let Some(session) = self.session.borrow_mut().as_mut() {
-            session.builder_mut().mark_stopped(reason, frontier);
-        }
+    fn mark_stopped(&self, reason: String, frontier: Vec<u64>) -> Result<(), wit::CoreError> {
+        let mut session = self.session.borrow_mut();
+        let session = session.as_mut().ok_or_else(finished_session_error)?;
+        session
+            .builder_mut()
+            .mark_stopped_at_values(reason, &frontier)
+            .map_err(core_error)
     }
 
     fn mark_unverified(&self, reason: String) {
@@ -301,6 +304,10 @@ impl Guest for Component {
 
     fn version() -> String {
         env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    fn build_id() -> String {
+        crate::BUILD_ID.to_string()
     }
 }
 

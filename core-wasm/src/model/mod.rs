@@ -11,7 +11,7 @@ pub use module_tree::{Module, ModuleCall, Param};
 pub use site::SiteKey;
 
 use crate::dtype::Dtype;
-use crate::events::{PayloadSlot, SourceLocation};
+use crate::events::{PayloadSlot, SourceLocation, TensorId};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
@@ -21,8 +21,8 @@ pub type OpId = u32;
 // Small inline vectors: most ops have one or two parents, a rank of at most four and one
 // input ancestor, so these need no heap allocation in the common case (a trace of a million
 // ops would otherwise make several million small allocations).
-/// A tensor shape.
-pub type Shape = SmallVec<[u64; 4]>;
+/// A tensor shape (defined by the event schema, which carries shapes).
+pub use torchlens_schema::Shape;
 /// An op's parent or child edges.
 pub type Edges = SmallVec<[Edge; 2]>;
 /// A short list of op ids (ancestor and descendant sets).
@@ -150,6 +150,13 @@ pub struct Op {
     pub edits: Vec<EditRecord>,
     /// Backend-specific facts (`backend_address`, ...).
     pub extras: Vec<(String, String)>,
+    /// The adapter's id of the value this op produced (for a constant the core inserted, the
+    /// id of the undeclared value that was read). Runtime-only: it lets live decisions, stop
+    /// frontiers and edits name values the way the adapter does, and is never stored in a
+    /// `.tlspec` body, so a loaded trace has `None`. Output ops have `None` too: they repeat
+    /// their producer's value.
+    #[serde(skip)]
+    pub value: Option<TensorId>,
 }
 
 /// A layer: one site of the model, run one or more times (its passes).
@@ -288,18 +295,15 @@ impl Iterator for CallStack<'_> {
 }
 
 impl Trace {
-    /// Keeps payload references only for `ops` (post-capture `save=`): every other op's
-    /// payload is dropped. Returns how many were dropped.
-    pub fn keep_payloads(&mut self, ops: &[OpId]) -> usize {
-        let mut keep = vec![false; self.ops.len()];
-        for &op in ops {
-            if let Some(flag) = keep.get_mut(op as usize) {
-                *flag = true;
-            }
-        }
+    /// Keeps payload references only for the adapter's payload `slots` (post-capture
+    /// `save=`): every op whose slot is not listed loses its payload reference. Returns how
+    /// many were dropped.
+    pub fn keep_payloads(&mut self, slots: &[PayloadSlot]) -> usize {
+        let keep: rustc_hash::FxHashSet<PayloadSlot> = slots.iter().copied().collect();
         let mut dropped = 0;
-        for (op, keep) in self.ops.iter_mut().zip(keep) {
-            if !keep && op.payload.take().is_some() {
+        for op in &mut self.ops {
+            if op.payload.is_some_and(|slot| !keep.contains(&slot)) {
+                op.payload = None;
                 dropped += 1;
             }
         }

@@ -9,6 +9,7 @@
 
 use crate::dtype::Dtype;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 /// An adapter-chosen identifier for one runtime value.
 pub type TensorId = u64;
@@ -27,7 +28,7 @@ pub struct EventBatch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorDesc {
     pub tensor: TensorId,
-    pub shape: crate::model::Shape,
+    pub shape: crate::Shape,
     /// Framework-neutral dtype (an enum tag on the wire, so decoding allocates nothing).
     pub dtype: Dtype,
     pub payload: Option<PayloadSlot>,
@@ -131,12 +132,24 @@ pub enum RawEvent {
         key: String,
         value: String,
     },
+    /// The adapter edited the value `value` during capture (an `intervene=` rule fired): the
+    /// core records it on the op that produced the value. Kept last so the postcard tags of the
+    /// earlier variants never change.
+    Edit {
+        value: TensorId,
+        /// Which rule fired (its index or name in the caller's rules).
+        rule: String,
+        /// What it did (`zero_ablate`, `scale(0.5)`, ...).
+        action: String,
+        /// When it fired relative to the op (`output`, `module_exit`, ...).
+        timing: String,
+    },
 }
 
 impl EventBatch {
     /// Decodes a postcard batch.
-    pub fn from_postcard(bytes: &[u8]) -> crate::error::CoreResult<Self> {
-        let events = EventStream::new(bytes)?.collect::<crate::error::CoreResult<_>>()?;
+    pub fn from_postcard(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let events = EventStream::new(bytes)?.collect::<Result<_, _>>()?;
         Ok(Self { events })
     }
 
@@ -147,13 +160,21 @@ impl EventBatch {
     }
 }
 
-fn undecodable(detail: impl std::fmt::Display) -> crate::error::CoreError {
-    crate::error::CoreError::new(
-        crate::error::ErrorKind::InvalidEvents,
-        "events_undecodable",
-        format!("event batch is not valid postcard: {detail}"),
-        "encode batches with the documented RawEvent schema and the same core version",
-    )
+/// An event batch that is not valid postcard for this schema (truncated, trailing bytes, an
+/// unknown variant tag, ...). The core reports it as `events_undecodable`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("event batch is not valid postcard: {detail}")]
+pub struct DecodeError {
+    /// What the decoder tripped over.
+    pub detail: String,
+}
+
+impl DecodeError {
+    fn new(detail: impl std::fmt::Display) -> Self {
+        Self {
+            detail: detail.to_string(),
+        }
+    }
 }
 
 /// Decodes the events of a postcard [`EventBatch`] one at a time, so a large batch is ingested
@@ -165,8 +186,9 @@ pub struct EventStream<'a> {
 
 impl<'a> EventStream<'a> {
     /// Reads the batch's event count; events follow on iteration.
-    pub fn new(bytes: &'a [u8]) -> crate::error::CoreResult<Self> {
-        let (remaining, rest) = postcard::take_from_bytes::<u64>(bytes).map_err(undecodable)?;
+    pub fn new(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let (remaining, rest) =
+            postcard::take_from_bytes::<u64>(bytes).map_err(DecodeError::new)?;
         Ok(Self { rest, remaining })
     }
 
@@ -177,7 +199,7 @@ impl<'a> EventStream<'a> {
 }
 
 impl Iterator for EventStream<'_> {
-    type Item = crate::error::CoreResult<RawEvent>;
+    type Item = Result<RawEvent, DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
@@ -185,7 +207,7 @@ impl Iterator for EventStream<'_> {
                 return None;
             }
             self.rest = &[];
-            return Some(Err(undecodable("bytes follow the last event")));
+            return Some(Err(DecodeError::new("bytes follow the last event")));
         }
         self.remaining -= 1;
         match postcard::take_from_bytes::<RawEvent>(self.rest) {
@@ -196,8 +218,78 @@ impl Iterator for EventStream<'_> {
             Err(error) => {
                 self.remaining = 0;
                 self.rest = &[];
-                Some(Err(undecodable(error)))
+                Some(Err(DecodeError::new(error)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(tensor: TensorId) -> TensorDesc {
+        TensorDesc {
+            tensor,
+            shape: crate::Shape::from_slice(&[2, 3]),
+            dtype: Dtype::Float32,
+            payload: Some(tensor + 100),
+        }
+    }
+
+    #[test]
+    fn a_batch_round_trips_through_postcard_including_edits() {
+        let batch = EventBatch {
+            events: vec![
+                RawEvent::Input {
+                    name: "x".into(),
+                    value: desc(1),
+                },
+                RawEvent::Edit {
+                    value: 1,
+                    rule: "0".into(),
+                    action: "zero_ablate".into(),
+                    timing: "output".into(),
+                },
+            ],
+        };
+        let bytes = batch.to_postcard();
+        assert_eq!(EventBatch::from_postcard(&bytes), Ok(batch));
+    }
+
+    #[test]
+    fn earlier_variants_keep_their_tags_and_edit_comes_last() {
+        // The variant tag is the first byte of an event; these are fixed by the wire format.
+        let extra = RawEvent::Extra {
+            key: "k".into(),
+            value: "v".into(),
+        };
+        let edit = RawEvent::Edit {
+            value: 7,
+            rule: String::new(),
+            action: String::new(),
+            timing: String::new(),
+        };
+        let input = RawEvent::Input {
+            name: String::new(),
+            value: desc(0),
+        };
+        let tag = |event: &RawEvent| postcard::to_allocvec(event).map(|bytes| bytes[0]);
+        assert_eq!(tag(&input), Ok(2));
+        assert_eq!(tag(&extra), Ok(9));
+        assert_eq!(tag(&edit), Ok(10));
+    }
+
+    #[test]
+    fn trailing_bytes_and_truncation_are_decode_errors() {
+        let mut bytes = EventBatch {
+            events: vec![RawEvent::Constant { value: desc(3) }],
+        }
+        .to_postcard();
+        let truncated = &bytes[..bytes.len() - 1];
+        assert!(EventBatch::from_postcard(truncated).is_err());
+        bytes.push(0);
+        let error = EventBatch::from_postcard(&bytes).unwrap_err();
+        assert!(error.to_string().contains("bytes follow the last event"));
     }
 }

@@ -1,0 +1,15 @@
+//! The schema of what crosses from a framework adapter into the TorchLens core during capture:
+//! the raw events ([`events`]), the element types they name ([`dtype`]) and the shape type.
+//!
+//! Hosts that only *write* events (the Python extension) depend on this crate alone, so they
+//! build event batches without linking the core itself; the core depends on it to read them.
+//! Everything here is plain serde data encoded with postcard.
+
+pub mod dtype;
+pub mod events;
+
+pub use dtype::Dtype;
+pub use events::{DecodeError, EventBatch, EventStream, RawEvent};
+
+/// A tensor shape. Inline up to rank four, so the common case needs no heap allocation.
+pub type Shape = smallvec::SmallVec<[u64; 4]>;

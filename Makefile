@@ -42,7 +42,7 @@ test-rust: component setup-python
 	cargo test --workspace --exclude torchlens-python
 
 test-python: python-package
-	$(PYTHON) -m pytest host-python/tests -q
+	$(PYTHON) -m pytest host-python/tests -q -rs
 
 ## fuzz-smoke: a short cargo fuzz run of each untrusted-input parser (scripts/fuzz.sh runs
 ## longer ones: scripts/fuzz.sh 1800 decode_tlspec).

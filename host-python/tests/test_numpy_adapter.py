@@ -95,3 +95,48 @@ def test_a_stop_frontier_and_decisions_use_the_adapter_ids():
         trace = session.finish(adapter)
     assert [op.label for op in trace.saved_ops] == [trace.select(tl.func("exp"))[0].label]
     assert trace.is_stopped and trace.info["frontier"] == [trace.select(tl.func("exp"))[0].index]
+
+
+def _one_op_trace(call, parent: numpy.ndarray):
+    """A trace of one op reading ``parent``, whose replay record re-runs ``call``."""
+    from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime, ValueRef
+
+    spec = tl.backends.get_spec("numpy")
+    adapter = tl.backends.get_backend("numpy")
+    request = CaptureRequest(spec, None, (), {}, CaptureOptions(), SaveRequest("all"))
+    out = call(parent)
+    with CaptureSession(request) as session:
+        session.module(0, ["self"], "function", False, False)
+        session.input("x", 1, parent, parent.shape, parent.dtype.name)
+        session.op("f", [(1, 0)], [(2, out, out.shape, out.dtype.name)])
+        session.output("output", 2)
+        records = {2: ReplayRecord(call, "f", (ValueRef(1),))}
+        return session.finish(adapter, runtime=ReplayRuntime(records, lambda: [call(parent)]))
+
+
+def test_an_edge_no_perturbation_can_show_fails_validation():
+    # The op claims to read x but does not: every perturbation of x leaves it unchanged.
+    trace = _one_op_trace(lambda x: numpy.tanh(numpy.ones(3)), numpy.arange(3.0))
+    status = trace.validation_replay_status
+    assert (status.state, status.reason) == ("failed", "parent_perturbation_inert")
+    assert trace.validate_forward_pass() is False
+
+
+def test_an_op_whose_arguments_cannot_be_perturbed_is_unverified_not_passed():
+    # An empty argument has no element to perturb: the op is replayed but its edge unproven.
+    trace = _one_op_trace(lambda x: numpy.full(2, x.size, dtype=float), numpy.zeros((0,)))
+    status = trace.validation_replay_status
+    assert (status.state, status.reason) == ("unverified", "no_perturbable_parent")
+    with pytest.raises(TypeError):
+        bool(status)
+
+
+def test_value_dependent_functions_are_perturbed_not_exempt():
+    # Comparisons, rounding and arg-reductions get perturbations that can change them.
+    for call, parent in (
+        (lambda x: numpy.greater(x, 0.0), numpy.array([0.5, 2.0])),
+        (lambda x: numpy.floor(x), numpy.array([0.25, 3.5])),
+        (lambda x: numpy.asarray(numpy.argmax(x)), numpy.array([1.0, 5.0, 2.0])),
+        (lambda x: numpy.isfinite(x), numpy.array([1.0, 2.0])),
+    ):
+        assert _one_op_trace(call, parent).validation_replay_status.state == "passed"

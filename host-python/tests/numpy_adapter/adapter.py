@@ -150,7 +150,7 @@ class NumpyAdapter(BackendProtocol):
     def to_numpy(self, value: Any) -> Any:
         return numpy.asarray(value)
 
-    def from_numpy(self, array: Any, dtype: str) -> Any:
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
         if is_bit_carrier(dtype):
             raise TypeError(f"NumPy has no native {dtype}")
         return numpy.asarray(array).astype(dtype, copy=False)

@@ -19,7 +19,9 @@ SPEC = BackendSpec(
     aliases=("np",),
     maturity="preview",
     requirement=FrameworkRequirement("numpy", "1.24", "3.0", "2.4.6", "numpy"),
-    array_modules=("numpy",),
+    # NumPy arrays are every framework's host arrays (JAX takes them as inputs): this adapter
+    # does not claim them for routing; it takes the models that are its own Modules.
+    array_modules=(),
     # Every capability not listed is False: a request for it refuses with its code.
     capabilities=package_capabilities(save_selected=True),
     capability_implementations={

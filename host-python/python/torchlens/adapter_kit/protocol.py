@@ -82,10 +82,11 @@ class BackendProtocol(ABC):
         widen, for example ``bfloat16`` to ``float32``)."""
 
     @abstractmethod
-    def from_numpy(self, array: Any, dtype: str) -> Any:
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
         """A framework array of logical dtype ``dtype`` (a core dtype name) from a NumPy array
         holding its values, or for bit-carried dtypes (``bfloat16``) their raw bits in the
-        transport dtype (``uint16``)."""
+        transport dtype (``uint16``). ``like``, when given, is a value whose framework-specific
+        kind the result takes (a JAX typed PRNG key rebuilt from its key data)."""
 
     def neutral_dtype(self, value: Any) -> str:
         """The core's name for a value's dtype (``bfloat16`` survives a widening host view)."""

@@ -16,7 +16,7 @@ belongs to comes from the trace (``op._info["value"]``). The core folds the deci
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 #: Relative and absolute tolerance by dtype: a framework may pick another kernel for the same op
 #: (torch's fused attention runs only when no function mode is active), which changes rounding.
@@ -76,7 +76,10 @@ class ParamRef(ValueRef):
 class ReplayRecord:
     """How to re-run the op that produced one value: ``call(*args, **kwargs)`` with the
     templates' references filled in; ``output_index`` picks this value among several results.
-    An ``opaque`` record stands for a region no per-op replay can check."""
+    An ``opaque`` record stands for a region no per-op replay can check; a ``seam`` record is one
+    output of such a region, re-run with the whole region: its value is checked, but which of the
+    region's inputs it depends on is hidden inside the region, so it is not perturbed (the
+    region's ``opaque`` boundary already keeps the status from passing)."""
 
     call: Optional[Callable[..., Any]]
     func_name: str
@@ -84,6 +87,7 @@ class ReplayRecord:
     kwargs: dict = field(default_factory=dict)
     output_index: Optional[int] = None
     opaque: bool = False
+    seam: bool = False
 
 
 @dataclass
@@ -238,39 +242,68 @@ class _Replayer:
     def same(self, left: Any, right: Any, dtype: str) -> bool:
         return values_match(self.adapter, left, right, dtype)
 
-    def perturbable(self, value: Any, dtype: str) -> bool:
-        """A value with elements, and for floating point at least one finite element."""
-        import numpy
-
+    def host(self, value: Any) -> Any:
+        """The host view of a value, or None when the adapter cannot give one."""
         try:
-            array = self.adapter.to_numpy(value)
+            return self.adapter.to_numpy(value)
         except Exception:
-            return False
-        if array.size == 0:
-            return False
-        if dtype in TOLERANCE:
-            return bool(
-                numpy.isfinite(
-                    array.astype(numpy.complex128 if array.dtype.kind == "c" else numpy.float64)
-                ).any()
-            )
-        return True
+            return None
 
-    def perturbed(self, value: Any, dtype: str) -> Any:
-        """A clearly different value of the same shape and dtype: floats move by a gaussian
-        scaled to their magnitude, integers by 1 to 3, booleans flip."""
+    def perturbations(self, array: Any, dtype: str, others: List[Any]) -> Iterator[Any]:
+        """Different values of the same shape for one argument, gentlest first. Each is sound
+        evidence of a dependence if it changes the op's result; together they can change
+        value-dependent functions too (comparisons, rounding, ``argmax``, ``isfinite``, bit
+        shifts), which a small random move often cannot:
+
+        1. small moves: floats by a gaussian scaled to their magnitude (non-finite entries become
+           finite), integers by 1 to 3, booleans flipped (three draws);
+        2. another argument's values (a comparison's two sides made equal, or one apart);
+        3. extremes: NaN and infinity for floats, random values over the whole range for
+           integers, all true and all false for booleans;
+        4. reversals: negation and every axis reversed.
+        """
         import numpy
 
-        array = self.adapter.to_numpy(value)
-        if dtype == "bool":
-            changed = ~array.astype(bool)
-        elif dtype in TOLERANCE:
+        floating = dtype in TOLERANCE
+        if floating:
             wide = array.astype(numpy.complex128 if array.dtype.kind == "c" else numpy.float64)
-            noise = self.rng.standard_normal(array.shape)
-            changed = wide + noise * (numpy.abs(wide) + 1)
+            finite = numpy.where(numpy.isfinite(wide), wide, 0.0)
+            for _ in range(ATTEMPTS_PER_PARENT):
+                noise = self.rng.standard_normal(array.shape)
+                yield finite + noise * (numpy.abs(finite) + 1)
+        elif dtype == "bool":
+            yield ~array.astype(bool)
         else:
-            changed = array + self.rng.integers(1, 4, size=array.shape).astype(array.dtype)
-        return self.adapter.from_numpy(numpy.ascontiguousarray(changed), dtype)
+            for _ in range(ATTEMPTS_PER_PARENT):
+                yield array + self.rng.integers(1, 4, size=array.shape).astype(array.dtype)
+        for other in others:
+            try:
+                aligned = numpy.broadcast_to(other, array.shape).astype(array.dtype)
+            except (ValueError, TypeError):
+                continue
+            yield aligned
+            if dtype != "bool":
+                yield aligned + numpy.ones((), dtype=array.dtype)
+        if floating:
+            yield numpy.full(array.shape, numpy.nan)
+            yield numpy.full(array.shape, numpy.inf)
+        elif dtype == "bool":
+            yield numpy.ones(array.shape, dtype=bool)
+            yield numpy.zeros(array.shape, dtype=bool)
+        elif array.dtype.kind in "iu":
+            limits = numpy.iinfo(array.dtype)
+            yield self.rng.integers(
+                limits.min, limits.max, size=array.shape, dtype=array.dtype, endpoint=True
+            )
+        if dtype != "bool" and array.dtype.kind != "u":
+            yield -array
+        yield numpy.ascontiguousarray(array[(slice(None, None, -1),) * array.ndim])
+
+    def framework_value(self, array: Any, dtype: str, like: Any) -> Any:
+        import numpy
+
+        # numpy.array keeps a 0-d array 0-d (ascontiguousarray would make it 1-d).
+        return self.adapter.from_numpy(numpy.array(array, order="C"), dtype, like=like)
 
     def dtype_of(self, reference: ValueRef) -> str:
         if isinstance(reference, ParamRef):
@@ -296,24 +329,31 @@ class _Replayer:
             return "failed", "replay_failed"
         if not self.same(replayed, expected, op.dtype):
             return "failed", "replay_mismatch"
-        if not arguments or record.func_name in VALUE_INDEPENDENT or _is_empty(self.adapter, expected):
+        if (
+            not arguments
+            or record.seam
+            or record.func_name in VALUE_INDEPENDENT
+            or _is_empty(self.adapter, expected)
+        ):
             # No argument whose value could matter (or no element to change): the replay itself
             # is the whole check.
             return "passed", "replay_matched"
         ran_any = False
-        seen = set()
-        for reference in arguments:
-            key = (type(reference), reference.value)
-            if key in seen:
+        distinct = list({(type(ref), ref.value): ref for ref in arguments}.values())
+        originals = {id(ref): self.lookup()(ref) for ref in distinct}
+        hosts = {id(ref): self.host(originals[id(ref)]) for ref in distinct}
+        literals = _numeric_literals((record.args, record.kwargs), [])
+        for reference in distinct:
+            array = hosts[id(reference)]
+            if array is None or array.size == 0:
                 continue
-            seen.add(key)
-            original = self.lookup()(reference)
             dtype = self.dtype_of(reference)
-            if not self.perturbable(original, dtype):
-                continue
-            for _ in range(ATTEMPTS_PER_PARENT):
+            others = [hosts[id(other)] for other in distinct if other is not reference]
+            others = [other for other in others if other is not None] + literals
+            for candidate in self.perturbations(array, dtype, others):
                 try:
-                    changed = self.run(record, (reference, self.perturbed(original, dtype)))
+                    value = self.framework_value(candidate, dtype, originals[id(reference)])
+                    changed = self.run(record, (reference, value))
                 except Exception:
                     continue
                 ran_any = True
@@ -322,6 +362,29 @@ class _Replayer:
         if not ran_any:
             return "not_replayable", "no_perturbable_parent"
         return "failed", "parent_perturbation_inert"
+
+
+def _numeric_literals(template: Any, found: List[Any]) -> List[Any]:
+    """The number and array constants written into a call (``x != 0``'s zero): a comparison's
+    other side, which a perturbation may copy."""
+    import numpy
+
+    if isinstance(template, ValueRef):
+        return found
+    if isinstance(template, (tuple, list)):
+        for item in template:
+            _numeric_literals(item, found)
+    elif isinstance(template, dict):
+        for item in template.values():
+            _numeric_literals(item, found)
+    elif isinstance(template, (int, float)) and not isinstance(template, bool):
+        found.append(numpy.asarray(template))
+    elif hasattr(template, "__array__") and hasattr(template, "dtype"):
+        try:
+            found.append(numpy.asarray(template))
+        except Exception:
+            pass
+    return found
 
 
 def _is_empty(adapter: Any, value: Any) -> bool:

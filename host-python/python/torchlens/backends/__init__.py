@@ -14,7 +14,7 @@ from ..adapter_kit.protocol import BackendProtocol
 from .gate import capability_names, check_registration, gate, refusal_codes, validation_reasons
 from .registry import (
     ENTRY_POINT_GROUP,
-    array_backends,
+    array_frameworks,
     find_spec,
     get_backend,
     get_spec,
@@ -34,7 +34,7 @@ __all__ = [
     "BackendProtocol",
     "BackendSpec",
     "FrameworkRequirement",
-    "array_backends",
+    "array_frameworks",
     "capability_names",
     "check_registration",
     "find_spec",

@@ -134,8 +134,9 @@ def get_backend(name: str) -> Any:
 # ---- routing ---------------------------------------------------------------------------------
 
 
-def _array_backend(value: Any) -> Optional[str]:
-    """The backend whose framework made ``value``, when it is an array (not a module or type)."""
+def _array_framework(value: Any) -> Optional[str]:
+    """The framework (import name) whose array ``value`` is, when it is an array of a registered
+    backend's framework (not a module, a function or a type)."""
     if isinstance(value, type):
         return None
     cls = type(value)
@@ -145,24 +146,24 @@ def _array_backend(value: Any) -> Optional[str]:
             # torch modules and functions live in torch too: only its tensors count as arrays.
             if root == "torch" and cls.__name__ not in ("Tensor", "Parameter"):
                 return None
-            return spec.name
+            return spec.requirement.module
     return None
 
 
-def array_backends(value: Any, found: Optional[set] = None, depth: int = 0) -> set:
-    """Backends whose arrays appear in ``value`` (nested tuples, lists, dicts)."""
+def array_frameworks(value: Any, found: Optional[set] = None, depth: int = 0) -> set:
+    """Frameworks (import names) whose arrays appear in ``value`` (nested tuples, lists, dicts)."""
     found = set() if found is None else found
     if depth > 8:
         return found
-    backend = _array_backend(value)
-    if backend is not None:
-        found.add(backend)
+    framework = _array_framework(value)
+    if framework is not None:
+        found.add(framework)
     elif isinstance(value, (tuple, list)):
         for item in value:
-            array_backends(item, found, depth + 1)
+            array_frameworks(item, found, depth + 1)
     elif isinstance(value, dict):
         for item in value.values():
-            array_backends(item, found, depth + 1)
+            array_frameworks(item, found, depth + 1)
     return found
 
 
@@ -171,12 +172,12 @@ def resolve(model: Any, inputs: Any, backend: Optional[str]) -> BackendSpec:
     backend whose framework differs from its inputs'. With ``backend=None`` each registered
     backend's detector votes; no vote or a tie is a typed error, never a silent pick."""
     _discover()
-    found = array_backends(inputs)
+    found = array_frameworks(inputs)
     if backend is not None:
         spec = get_spec(backend)
         # A backend that cannot run here says so first: its framework, then whether it is built.
         get_backend(spec.name)
-        foreign = found - {spec.name}
+        foreign = found - {spec.requirement.module}
         if foreign:
             raise BackendUnsupportedError(
                 f"the inputs hold {', '.join(sorted(foreign))} arrays, not {spec.name} ones",
@@ -194,7 +195,9 @@ def resolve(model: Any, inputs: Any, backend: Optional[str]) -> BackendSpec:
     candidates = [
         spec
         for spec in _SPECS.values()
-        if spec.detect is not None and (not found or spec.name in found) and spec.detect(model, inputs)
+        if spec.detect is not None
+        and (not found or spec.requirement.module in found)
+        and spec.detect(model, inputs)
     ]
     if len(candidates) == 1:
         return candidates[0]

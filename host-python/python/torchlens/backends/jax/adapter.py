@@ -166,9 +166,13 @@ class JaxAdapter(BackendProtocol):
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
 
-    def from_numpy(self, array: Any, dtype: str) -> Any:
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
         from .payloads import numpy_dtype
 
+        if like is not None and is_key(like.dtype):
+            # A typed PRNG key travels as its key data: rebuild a key of the same implementation.
+            data = jnp.asarray(array.astype(numpy_dtype(dtype), copy=False))
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(like))
         target = numpy_dtype(dtype)
         if is_bit_carrier(dtype) and array.dtype.kind == "u":
             # Raw bits of a dtype NumPy lacks natively (bfloat16 travels as uint16).

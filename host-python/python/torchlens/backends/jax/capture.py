@@ -363,6 +363,6 @@ class Capture:
                 [("index", str(index))],
                 None,
             )
-            self.records[value_id] = ReplayRecord(call, "region_output", template, {}, index)
+            self.records[value_id] = ReplayRecord(call, "region_output", template, {}, index, seam=True)
             pairs.append((value, value_id))
         return pairs

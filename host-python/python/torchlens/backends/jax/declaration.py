@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_backends
+from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -30,7 +30,7 @@ def _detect(model: Any, inputs: Any) -> bool:
         nnx is not None and isinstance(model, nnx.Module)
     ):
         return True
-    return callable(model) and array_backends(inputs) == {"jax"}
+    return callable(model) and array_frameworks(inputs) == {"jax"}
 
 
 SPEC = BackendSpec(

@@ -122,7 +122,7 @@ def _evaluate(trace: Any, taps: Dict[int, Any], replace: Optional[tuple] = None)
         else:
             # A region's projections share one run of the region.
             key = id(record.call)
-            if key not in region_results or record.func_name != "region_output":
+            if key not in region_results or not record.seam:
                 region_results[key] = record.call(*fill(record.args, lookup))
             value = region_results[key][record.output_index]
         if replace is not None and replace[0] == value_id:

@@ -93,7 +93,7 @@ class TorchAdapter(BackendProtocol):
     def neutral_dtype(self, value: torch.Tensor) -> str:
         return name_of(value.dtype)
 
-    def from_numpy(self, array: Any, dtype: str) -> torch.Tensor:
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> torch.Tensor:
         torch_dtype = BY_NAME.get(dtype)
         if torch_dtype is None:
             from torchlens.adapter_kit.array_codec import transport_dtype

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_backends
+from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -23,7 +23,7 @@ def _detect(model: Any, inputs: Any) -> bool:
 
     if isinstance(model, torch.nn.Module):
         return True
-    return callable(model) and array_backends(inputs) == {"torch"}
+    return callable(model) and array_frameworks(inputs) == {"torch"}
 
 
 SPEC = BackendSpec(

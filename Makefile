@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench benchmark-python benchmark-cli
+.PHONY: sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench benchmark-python benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -67,6 +67,11 @@ lint: setup-python
 	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
 	$(PYTHON) -m ruff check host-python benchmarks host-web/browser-tests
 	$(PYTHON) -m ruff format --check host-python benchmarks host-web/browser-tests
+
+## sdist-check: python -m build --sdist, pip install the tarball into a fresh venv (compiling
+## everything from it), trace a torch model. Minutes of compiling: its own target, not in `test`.
+sdist-check: setup setup-python
+	./scripts/sdist-check.sh
 
 ## bench: criterion benchmarks, native and through the component.
 bench: component

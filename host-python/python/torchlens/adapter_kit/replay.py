@@ -134,17 +134,21 @@ def argument_template(
     return parents, tuple(template), keywords
 
 
-def references(template: Any, found: List[ValueRef]) -> List[ValueRef]:
-    """Every reference inside a template (nested tuples, lists and dicts)."""
-    if isinstance(template, ValueRef):
-        found.append(template)
-    elif isinstance(template, (tuple, list)):
+def template_leaves(template: Any) -> Iterator[Any]:
+    """Every leaf of a template (nested tuples, lists and dicts): references and constants."""
+    if isinstance(template, (tuple, list)):
         for item in template:
-            references(item, found)
+            yield from template_leaves(item)
     elif isinstance(template, dict):
         for item in template.values():
-            references(item, found)
-    return found
+            yield from template_leaves(item)
+    else:
+        yield template
+
+
+def references(template: Any) -> List[ValueRef]:
+    """Every reference inside a template."""
+    return [leaf for leaf in template_leaves(template) if isinstance(leaf, ValueRef)]
 
 
 def fill(template: Any, lookup: Callable[[ValueRef], Any]) -> Any:
@@ -319,7 +323,7 @@ class _Replayer:
             return "not_replayable", "payload_not_saved"
         if record.opaque:
             return "not_replayable", "opaque_region"
-        arguments = references((record.args, record.kwargs), [])
+        arguments = references((record.args, record.kwargs))
         if value_id not in self.values or not all(self.available(ref) for ref in arguments):
             return "not_replayable", "payload_not_saved"
         expected = self.values[value_id]
@@ -342,7 +346,7 @@ class _Replayer:
         distinct = list({(type(ref), ref.value): ref for ref in arguments}.values())
         originals = {id(ref): self.lookup()(ref) for ref in distinct}
         hosts = {id(ref): self.host(originals[id(ref)]) for ref in distinct}
-        literals = _numeric_literals((record.args, record.kwargs), [])
+        literals = _numeric_literals((record.args, record.kwargs))
         for reference in distinct:
             array = hosts[id(reference)]
             if array is None or array.size == 0:
@@ -364,26 +368,20 @@ class _Replayer:
         return "failed", "parent_perturbation_inert"
 
 
-def _numeric_literals(template: Any, found: List[Any]) -> List[Any]:
+def _numeric_literals(template: Any) -> List[Any]:
     """The number and array constants written into a call (``x != 0``'s zero): a comparison's
     other side, which a perturbation may copy."""
     import numpy
 
-    if isinstance(template, ValueRef):
-        return found
-    if isinstance(template, (tuple, list)):
-        for item in template:
-            _numeric_literals(item, found)
-    elif isinstance(template, dict):
-        for item in template.values():
-            _numeric_literals(item, found)
-    elif isinstance(template, (int, float)) and not isinstance(template, bool):
-        found.append(numpy.asarray(template))
-    elif hasattr(template, "__array__") and hasattr(template, "dtype"):
-        try:
-            found.append(numpy.asarray(template))
-        except Exception:
-            pass
+    found = []
+    for leaf in template_leaves(template):
+        if isinstance(leaf, ValueRef) or isinstance(leaf, bool):
+            continue
+        if isinstance(leaf, (int, float)) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
+            try:
+                found.append(numpy.asarray(leaf))
+            except Exception:
+                continue
     return found
 
 

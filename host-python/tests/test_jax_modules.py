@@ -329,6 +329,26 @@ def test_module_classes_are_restored_after_a_capture_and_after_a_refusal():
     assert "tlm" not in repr(jax.make_jaxpr(eqx_mlp())(jnp.ones(3)).jaxpr.eqns[0].source_info.name_stack)
 
 
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_module_classes_are_restored_when_the_forward_raises_or_is_interrupted(error):
+    from torchlens.adapter_kit.session import open_session_count
+
+    class Raising(eqx.Module):
+        inner: eqx.nn.Linear
+
+        def __call__(self, x):
+            self.inner(x)
+            raise error("raised inside the forward")
+
+    model = Raising(eqx.nn.Linear(3, 3, key=jax.random.key(0)))
+    linear_call, raising_call = eqx.nn.Linear.__call__, Raising.__call__
+    with pytest.raises(error):
+        tl.trace(model, jnp.ones(3), backend="jax")
+    assert eqx.nn.Linear.__call__ is linear_call and Raising.__call__ is raising_call
+    assert open_session_count() == 0
+    assert tl.trace(eqx_mlp(), jnp.ones(3), backend="jax").validate_forward_pass([]) is True
+
+
 def test_a_module_shared_under_two_nnx_attributes_is_one_record_with_both_addresses():
     class Shared(nnx.Module):
         def __init__(self, rngs):

@@ -207,11 +207,25 @@ class SmallCnnTrain(torch.nn.Module):
         return self.bn(self.conv(x)) * scale
 
 
-def test_an_exception_inside_forward_leaves_nothing_installed():
-    model, x = Raises(), torch.randn(2, 3)
-    with pytest.raises(RuntimeError, match="boom inside forward"):
+class Interrupted(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        self.fc(x)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("model_class,error", [(Raises, RuntimeError), (Interrupted, KeyboardInterrupt)])
+def test_an_exception_inside_forward_leaves_nothing_installed(model_class, error):
+    from torchlens.adapter_kit.session import open_session_count
+
+    model, x = model_class(), torch.randn(2, 3)
+    with pytest.raises(error):
         tl.trace(model, x)
     nothing_installed(model, x)
+    assert open_session_count() == 0
     # And the next capture works.
     trace = tl.trace(BATTERY[0][1], BATTERY[0][2])
     assert len(trace) == 5

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
@@ -38,15 +37,6 @@ class JaxPayloadLoadHint:
 
 def numpy_dtype(name: str) -> np.dtype:
     return _NUMPY_DTYPES.get(name) or np.dtype(name)
-
-
-def from_buffer(buffer: Any, offset: int, length: int, dtype: str, shape: list) -> Any:
-    """A ``jax.Array`` from ``length`` bytes of ``buffer`` at ``offset``."""
-    np_dtype = numpy_dtype(dtype)
-    if length == 0:
-        return jnp.zeros(shape, dtype=np_dtype)
-    flat = np.frombuffer(buffer, dtype=np_dtype, count=length // np_dtype.itemsize, offset=offset)
-    return jnp.asarray(flat.reshape(shape))
 
 
 def _named_sharding(sharding: Any) -> Optional[dict]:

@@ -1,0 +1,82 @@
+"""What the seam promises beyond one capture: adapter modules never import the registry, a file
+that names no backend or an unknown one is refused, and a payload dtype nobody can decode is
+refused rather than read as raw bytes."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import os
+
+import numpy
+import pytest
+
+import torchlens as tl
+from torchlens.adapter_kit import array_codec
+from torchlens.errors import BackendUnsupportedError, TlspecFormatError
+
+BACKENDS = os.path.join(os.path.dirname(tl.__file__), "backends")
+
+
+def _imports(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield ("." * node.level) + (node.module or "")
+
+
+def test_no_adapter_module_imports_the_registry():
+    checked = 0
+    for name in sorted(os.listdir(BACKENDS)):
+        folder = os.path.join(BACKENDS, name)
+        if not os.path.isdir(folder) or name.startswith("__"):
+            continue
+        for file in sorted(os.listdir(folder)):
+            if not file.endswith(".py") or file == "declaration.py":
+                continue
+            for module in _imports(os.path.join(folder, file)):
+                assert not module.startswith(("torchlens.backends", "..")), (
+                    f"backends/{name}/{file} imports {module}: adapters reach the package only "
+                    "through torchlens.adapter_kit, torchlens.edits, torchlens.trace and torchlens.errors"
+                )
+            checked += 1
+    assert checked >= 10
+
+
+def _saved_under(tmp_path, backend_name):
+    from numpy_adapter.example import example
+
+    model, args = example()
+    trace = tl.trace(model, args)
+    renamed = copy.copy(trace._backend)
+    renamed.spec = dataclasses.replace(renamed.spec, name=backend_name)
+    trace._backend = renamed
+    path = str(tmp_path / f"{backend_name or 'nameless'}.tlspec")
+    trace.save(path)
+    return path
+
+
+def test_a_file_that_names_no_backend_is_refused(tmp_path):
+    with pytest.raises(TlspecFormatError) as caught:
+        tl.load(_saved_under(tmp_path, ""))
+    assert caught.value.code == "tlspec_backend_missing"
+
+
+def test_a_file_from_a_backend_not_registered_here_is_refused(tmp_path):
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.load(_saved_under(tmp_path, "caffe"))
+    assert caught.value.code == "backend_unknown"
+
+
+def test_a_payload_dtype_nobody_can_decode_is_refused_not_read_as_bytes():
+    with pytest.raises(TlspecFormatError) as caught:
+        array_codec.array_from_buffer(bytearray(8), 0, 8, "int4", [16])
+    assert caught.value.code == "payload_dtype_unknown"
+    bits = array_codec.array_from_buffer(bytearray(4), 0, 4, "bfloat16", [2])
+    assert bits.dtype == numpy.uint16 and array_codec.is_bit_carrier("bfloat16")
+    with pytest.raises(TlspecFormatError) as caught:
+        array_codec.array_from_buffer(bytearray(6), 0, 6, "float32", [2])
+    assert caught.value.code == "payload_length_mismatch"

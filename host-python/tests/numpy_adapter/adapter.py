@@ -20,10 +20,6 @@ from .model import Module
 WRAPPED = ("matmul", "add", "subtract", "multiply", "tanh", "maximum", "exp", "sum", "mean", "concatenate")
 
 
-def _is_array(value: Any) -> bool:
-    return isinstance(value, numpy.ndarray)
-
-
 class _Capture:
     """One capture's state: ids of the arrays seen (arrays carry no attributes, so by ``id``,
     each kept alive until the capture ends so an id is never reused)."""
@@ -91,7 +87,7 @@ class _Capture:
         return make
 
     def record(self, name: str, function: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        parents, template, keywords = argument_template(args, kwargs, _is_array, self.reference)
+        parents, template, keywords = argument_template(args, kwargs, numpy.ndarray, self.reference)
         value_id = self._name(out)
         self.records[value_id] = ReplayRecord(function, name, template, keywords)
         self.session.op(name, parents, [(value_id, out, out.shape, out.dtype.name)])

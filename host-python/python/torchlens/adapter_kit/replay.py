@@ -106,31 +106,42 @@ class ReplayRuntime:
 def argument_template(
     args: tuple,
     kwargs: dict,
-    is_array: Callable[[Any], bool],
+    array_type: Any,
     reference: Callable[[Any], Tuple[int, ValueRef]],
 ) -> Tuple[List[Tuple[int, int]], tuple, dict]:
-    """The parents and replay templates of one call. Each array argument (at the top level, or
-    inside a list or tuple argument) becomes ``reference(array)``'s ``(value id, reference)``;
-    keyword arguments take the positions after the positional ones."""
+    """The parents and replay templates of one call. Each argument of ``array_type`` (at the top
+    level, or inside a list or tuple argument) becomes ``reference(array)``'s
+    ``(value id, reference)``; keyword arguments take the positions after the positional ones.
+    Written as plain loops: it runs once per captured op."""
     parents: List[Tuple[int, int]] = []
-
-    def one(item: Any, position: int) -> Any:
-        if not is_array(item):
-            return item
-        value_id, ref = reference(item)
-        parents.append((value_id, position))
-        return ref
-
-    template = []
+    template: List[Any] = []
     for position, argument in enumerate(args):
-        if isinstance(argument, (tuple, list)) and any(is_array(item) for item in argument):
-            items = [one(item, position) for item in argument]
+        if isinstance(argument, array_type):
+            value_id, ref = reference(argument)
+            parents.append((value_id, position))
+            template.append(ref)
+        elif isinstance(argument, (tuple, list)) and any(isinstance(item, array_type) for item in argument):
+            items = []
+            for item in argument:
+                if isinstance(item, array_type):
+                    value_id, ref = reference(item)
+                    parents.append((value_id, position))
+                    items.append(ref)
+                else:
+                    items.append(item)
             template.append(tuple(items) if isinstance(argument, tuple) else items)
         else:
-            template.append(one(argument, position))
-    keywords = {
-        key: one(value, position) for position, (key, value) in enumerate(kwargs.items(), start=len(args))
-    }
+            template.append(argument)
+    keywords: dict = {}
+    position = len(args)
+    for key, argument in kwargs.items():
+        if isinstance(argument, array_type):
+            value_id, ref = reference(argument)
+            parents.append((value_id, position))
+            keywords[key] = ref
+        else:
+            keywords[key] = argument
+        position += 1
     return parents, tuple(template), keywords
 
 

@@ -107,11 +107,17 @@ class CaptureSession:
     ) -> None:
         """One op: ``parents`` are ``(value id, argument position)``; each output is kept as a
         payload (unless ``keep=False``, for values that have no bytes, or ``save=False``)."""
-        described = [
-            (value_id, tuple(shape), dtype, self._keep(value_id, value) if keep else None)
-            for value_id, value, shape, dtype in outputs
-        ]
-        self._native.op(func, parents, described, in_place, list(attributes), source)
+        # The hot path of every capture: no helper calls per output.
+        keep = keep and self._keep_outputs
+        payloads = self.payloads
+        described = []
+        for value_id, value, shape, dtype in outputs:
+            if keep:
+                payloads[value_id] = value
+                described.append((value_id, shape, dtype, value_id))
+            else:
+                described.append((value_id, shape, dtype, None))
+        self._native.op(func, parents, described, in_place, attributes, source)
         self._sent()
 
     def enter(self, module_id: int) -> None:

@@ -35,10 +35,6 @@ _SKIPPED_FOLDERS = (
 )
 
 
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
-
-
 class _RecordingMode(TorchFunctionMode):
     """Sees every torch function, tensor method and operator; torch disables the mode while
     ``__torch_function__`` runs, so ops inside an op are not seen twice. Torch keeps function
@@ -286,7 +282,7 @@ class Capture:
             results = (args[0],)
         else:
             return
-        parents, template, keyword_template = argument_template(args, kwargs, _is_tensor, self._reference)
+        parents, template, keyword_template = argument_template(args, kwargs, torch.Tensor, self._reference)
         multiple = len(results) > 1 or not isinstance(out, torch.Tensor)
         outputs = []
         for index, result in enumerate(results):

@@ -9,12 +9,13 @@ from .errors import NotFoundError, SelectorMatchedNothingWarning
 from .selectors import Selector, as_selector
 
 
-def warn_matched_nothing(selector: Selector) -> None:
-    """Warns that a selector matched no op."""
+def warn_matched_nothing(selector: Selector, stacklevel: int = 3) -> None:
+    """Warns that a selector matched no op (``stacklevel`` points the warning at the caller's
+    line)."""
     warnings.warn(
         f"{selector!r} matched no op; check the labels with trace.labels or trace.summary()",
         SelectorMatchedNothingWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
 
 

@@ -215,7 +215,8 @@ class CaptureSession:
             self.payloads = {value_id: value for value_id, value in self.payloads.items() if value_id in kept}
             native_trace.keep_payloads(sorted(self.payloads))
             if not self.selected:
-                warn_matched_nothing(save.selector)
+                # warn ← finish ← the adapter's capture ← tl.trace ← the caller's line
+                warn_matched_nothing(save.selector, stacklevel=5)
         elif save.mode == "none":
             self.payloads = {}
             native_trace.keep_payloads([])

@@ -80,3 +80,52 @@ def test_a_payload_dtype_nobody_can_decode_is_refused_not_read_as_bytes():
     with pytest.raises(TlspecFormatError) as caught:
         array_codec.array_from_buffer(bytearray(6), 0, 6, "float32", [2])
     assert caught.value.code == "payload_length_mismatch"
+
+
+def test_a_broken_third_party_declaration_is_skipped_with_a_warning_not_fatal(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    info = tmp_path / "broken_adapters-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-adapters\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[torchlens.backends]\n"
+        "missing = no_such_module_anywhere:SPEC\n"
+        "not_a_spec = json:dumps\n"
+        "taken_name = torchlens.backends.torch.declaration:SPEC\n"
+        "overclaiming = overclaiming_adapter:SPEC\n"
+    )
+    (tmp_path / "overclaiming_adapter.py").write_text(
+        textwrap.dedent(
+            """
+            from torchlens.backends import BackendSpec, FrameworkRequirement
+            SPEC = BackendSpec(
+                name="overclaiming", aliases=(), maturity="preview",
+                requirement=FrameworkRequirement("numpy", "1.0", "3.0", "2.4.6", "numpy"),
+                capabilities={"intervene": True},
+            )
+            """
+        )
+    )
+    script = textwrap.dedent(
+        f"""
+        import sys, warnings
+        sys.path.insert(0, {str(tmp_path)!r})
+        import torchlens as tl
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            names = tl.backends.names()
+        print(sorted(names))
+        for warning in caught:
+            print(type(warning.message).__name__, str(warning.message).split(":")[0])
+        """
+    )
+    output = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    lines = output.strip().splitlines()
+    assert lines[0] == str(["jax", "mlx", "paddle", "tf", "tinygrad", "torch"])
+    skipped = sorted(line for line in lines[1:] if line.startswith("BackendDeclarationWarning"))
+    assert len(skipped) == 4, output
+    for name in ("missing", "not_a_spec", "taken_name", "overclaiming"):
+        assert any(f"entry point {name!r}" in line for line in skipped), (name, output)

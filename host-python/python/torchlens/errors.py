@@ -84,3 +84,9 @@ class PayloadModifiedError(TorchLensError):
 class DerivedGradUnavailableWarning(UserWarning):
     """Per-op derived gradients were asked for but could not be produced;
     ``trace.autograd.intermediate_unavailable`` holds the code."""
+
+
+class BackendDeclarationWarning(UserWarning):
+    """An adapter declared through the ``torchlens.backends`` entry-point group could not be
+    registered (it failed to load, declared no ``BackendSpec``, failed the core's registration
+    check, or reused a registered name); it is skipped and the other backends still work."""

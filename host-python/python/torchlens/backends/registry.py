@@ -11,9 +11,10 @@ import importlib.metadata
 import importlib.util
 import pkgutil
 import sys
+import warnings
 from typing import Any, Dict, List, Optional
 
-from ..errors import BackendUnsupportedError
+from ..errors import BackendDeclarationWarning, BackendUnsupportedError
 from .gate import check_registration
 from .spec import BackendSpec
 
@@ -42,9 +43,25 @@ def _discover() -> None:
             _BUILT_IN[spec.name] = spec
             _add(spec)
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        spec = entry_point.load()
-        if spec.name not in _SPECS:
-            _add(spec)
+        # Another package's adapter must not take the registry down with it: one that fails to
+        # load, is not a BackendSpec, fails the core's registration check or takes a name that
+        # is already registered is skipped with a warning that names it.
+        try:
+            spec = entry_point.load()
+            if not isinstance(spec, BackendSpec):
+                raise TypeError(f"it declares a {type(spec).__name__}, not a BackendSpec")
+            if spec.name in _SPECS:
+                raise ValueError(f"the name {spec.name!r} is already registered")
+            check_registration(spec)
+        except Exception as error:
+            warnings.warn(
+                f"[backend_declaration_skipped] the adapter declared by entry point "
+                f"{entry_point.name!r} ({entry_point.value}) was not registered: {error}",
+                BackendDeclarationWarning,
+                stacklevel=2,
+            )
+            continue
+        _add(spec)
 
 
 def _add(spec: BackendSpec) -> None:

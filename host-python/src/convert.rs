@@ -291,3 +291,39 @@ pub fn validation_status<'py>(
     dict.set_item("not_replayable", status.not_replayable)?;
     Ok(dict.into_any())
 }
+
+/// A live plan as `(nodes, root)`, each node a tuple led by its kind (see `Session.live_plan`).
+pub fn live_plan(py: Python<'_>, plan: wit::LivePlan) -> PyResult<Bound<'_, PyAny>> {
+    let term = |kind: &str, term: wit::ModuleTerm| {
+        (kind, term.modules, term.root, term.call)
+            .into_pyobject(py)
+            .map(Bound::into_any)
+    };
+    let nodes = plan
+        .nodes
+        .into_iter()
+        .map(|node| match node {
+            wit::LiveNode::Func((name, op_type)) => ("func", name, op_type)
+                .into_pyobject(py)
+                .map(Bound::into_any),
+            wit::LiveNode::InModule(value) => term("in_module", value),
+            wit::LiveNode::ModuleOutput(value) => term("module_output", value),
+            wit::LiveNode::Label(op_type) => {
+                ("label", op_type).into_pyobject(py).map(Bound::into_any)
+            }
+            wit::LiveNode::LabelContains(needle) => ("label_contains", needle)
+                .into_pyobject(py)
+                .map(Bound::into_any),
+            wit::LiveNode::And(parts) => ("and", parts).into_pyobject(py).map(Bound::into_any),
+            wit::LiveNode::Or(parts) => ("or", parts).into_pyobject(py).map(Bound::into_any),
+            wit::LiveNode::Not(inner) => ("not", inner).into_pyobject(py).map(Bound::into_any),
+            wit::LiveNode::FollowedBy((first, within)) => ("followed_by", first, within)
+                .into_pyobject(py)
+                .map(Bound::into_any),
+            wit::LiveNode::PrecededBy(first) => ("preceded_by", first)
+                .into_pyobject(py)
+                .map(Bound::into_any),
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    (nodes, plan.root).into_pyobject(py).map(Bound::into_any)
+}

@@ -123,6 +123,12 @@ impl Core {
         crate::convert::validation_status(py, &status)
     }
 
+    /// The core's normalized type of a function name (`__radd__` → `add`): what `func` and label
+    /// terms of a live plan compare.
+    fn op_type(&self, py: Python<'_>, func_name: &str) -> PyResult<String> {
+        self.instance.borrow_mut().op_type(func_name).py_result(py)
+    }
+
     /// Checks a selector arena and returns its class (`static`, `temporal`,
     /// `value-dependent`).
     fn classify_selector(&self, py: Python<'_>, selector: &Bound<'_, PyAny>) -> PyResult<String> {

@@ -251,6 +251,19 @@ impl Session {
             .py_result(py)
     }
 
+    /// The session's selector compiled for the adapter's hot path, against the modules sent so
+    /// far (send them first with `flush`): `(nodes, root)` or None without a plan. Nodes are
+    /// tuples led by their kind: `("func", name, op_type)`, `("in_module" | "module_output",
+    /// module ids, root call matches, call number or None)`, `("label", op_type)`,
+    /// `("label_contains", needle)`, `("and" | "or", children)`, `("not", child)`,
+    /// `("followed_by", first, within)`, `("preceded_by", first)`.
+    fn live_plan<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let handle = self.handle()?;
+        let plan = self.instance.borrow_mut().live_plan(handle).py_result(py)?;
+        plan.map(|plan| crate::convert::live_plan(py, plan))
+            .transpose()
+    }
+
     /// Marks the capture as possibly incomplete.
     fn mark_unverified(&mut self, py: Python<'_>, reason: String) -> PyResult<()> {
         let handle = self.handle()?;

@@ -214,6 +214,16 @@ impl CoreInstance {
         })
     }
 
+    /// The session's selector compiled for the adapter's hot path (none without a plan).
+    pub fn live_plan(&mut self, session: ResourceAny) -> Result<Option<wit::LivePlan>, HostError> {
+        self.call(|core, store| core.capture_session().call_live_plan(store, session))
+    }
+
+    /// The core's normalized type of a function name.
+    pub fn op_type(&mut self, func_name: &str) -> Result<String, HostError> {
+        self.call_infallible(|core, store| core.call_op_type(store, func_name))
+    }
+
     /// Keeps payload references only for the adapter's payload `slots`.
     pub fn keep_payloads(&mut self, trace: ResourceAny, slots: &[u64]) -> Result<(), HostError> {
         self.call_infallible(|core, store| core.trace().call_keep_payloads(store, trace, slots))

@@ -130,6 +130,11 @@ impl TraceBuilder {
         }
     }
 
+    /// The adapter's module ids with the index each has in `Trace::modules`.
+    pub fn module_ids(&self) -> impl Iterator<Item = (ModuleId, u32)> + Clone + '_ {
+        self.module_index.iter().map(|(id, index)| (*id, *index))
+    }
+
     /// The trace as built so far: ops carry their layer and pass but not yet their final label;
     /// calls still open have `end_op == OpId::MAX`.
     pub fn partial(&self) -> &Trace {

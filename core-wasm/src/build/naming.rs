@@ -42,6 +42,12 @@ pub fn layer_label(op_type: &str, type_index: u32, step_index: u32, boundary: bo
     }
 }
 
+/// The op type a label starts with (`conv2d` for `conv2d_3_5:2`): every layer label begins with
+/// its type, which has no underscores. A text without `_` is a type alone.
+pub fn label_op_type(label: &str) -> &str {
+    label.split_once('_').map_or(label, |(op_type, _)| op_type)
+}
+
 /// An op label: the layer label, plus `:{pass}` when the layer ran more than once.
 pub fn op_label(layer_label: &str, pass: u32, num_passes: usize) -> String {
     if num_passes > 1 {
@@ -76,5 +82,8 @@ mod tests {
         assert_eq!(layer_label("input", 2, 9, true), "input_2");
         assert_eq!(op_label("relu_1_3", 2, 5), "relu_1_3:2");
         assert_eq!(op_label("relu_1_3", 1, 1), "relu_1_3");
+        assert_eq!(label_op_type("conv2d_3_5:2"), "conv2d");
+        assert_eq!(label_op_type("input_1"), "input");
+        assert_eq!(label_op_type("relu"), "relu");
     }
 }

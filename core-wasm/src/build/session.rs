@@ -9,7 +9,7 @@ use super::TraceBuilder;
 use crate::error::CoreResult;
 use crate::events::TensorId;
 use crate::model::{OpId, Trace, TraceOptions};
-use crate::selectors::{CapturePlan, Decision};
+use crate::selectors::{CapturePlan, Decision, LivePlan};
 
 /// A live selection decision for one op, named by the adapter's id of the op's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +76,21 @@ impl CaptureSession {
             }
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The session's selector compiled for the adapter's hot path against the modules declared
+    /// so far (none when the session has no plan).
+    pub fn live_plan(&self) -> CoreResult<Option<LivePlan>> {
+        self.plan
+            .as_ref()
+            .map(|plan| {
+                LivePlan::compile(
+                    plan.selector(),
+                    self.builder.partial(),
+                    self.builder.module_ids(),
+                )
+            })
+            .transpose()
     }
 
     /// The builder, for marking the capture stopped or unverified.

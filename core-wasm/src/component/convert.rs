@@ -5,7 +5,7 @@ use crate::build::ValueDecision;
 use crate::error::{CoreError, ErrorKind};
 use crate::layout::{GraphLayout, LayoutView, NodeKind};
 use crate::model::{OpKind, Trace, TraceOptions};
-use crate::selectors::{Selector, SelectorNode, WhereResult};
+use crate::selectors::{LiveNode, LivePlan, ModuleTerm, Selector, SelectorNode, WhereResult};
 use crate::tlspec::{EncodedLayout, HeaderInfo, Manifest};
 use crate::validation::{OpDecision, ReplayOutcome, ValidationState, ValidationStatus};
 
@@ -31,6 +31,36 @@ pub fn options(value: wit::TraceOptions) -> TraceOptions {
     TraceOptions {
         recurrence_detection: value.recurrence_detection,
         compute_input_output_distances: value.compute_input_output_distances,
+    }
+}
+
+/// A live plan as the WIT record.
+pub fn live_plan(plan: LivePlan) -> wit::LivePlan {
+    let term = |term: ModuleTerm| wit::ModuleTerm {
+        modules: term.modules,
+        root: term.root,
+        call: term.call,
+    };
+    wit::LivePlan {
+        nodes: plan
+            .nodes
+            .into_iter()
+            .map(|node| match node {
+                LiveNode::Func { name, op_type } => wit::LiveNode::Func((name, op_type)),
+                LiveNode::InModule(value) => wit::LiveNode::InModule(term(value)),
+                LiveNode::ModuleOutput(value) => wit::LiveNode::ModuleOutput(term(value)),
+                LiveNode::Label { op_type } => wit::LiveNode::Label(op_type),
+                LiveNode::LabelContains { needle } => wit::LiveNode::LabelContains(needle),
+                LiveNode::And(parts) => wit::LiveNode::And(parts),
+                LiveNode::Or(parts) => wit::LiveNode::Or(parts),
+                LiveNode::Not(inner) => wit::LiveNode::Not(inner),
+                LiveNode::FollowedBy { first, within } => {
+                    wit::LiveNode::FollowedBy((first, within))
+                }
+                LiveNode::PrecededBy { first } => wit::LiveNode::PrecededBy(first),
+            })
+            .collect(),
+        root: plan.root,
     }
 }
 

@@ -189,6 +189,15 @@ impl GuestCaptureSession for SessionResource {
         }
     }
 
+    fn live_plan(&self) -> Result<Option<wit::LivePlan>, wit::CoreError> {
+        let session = self.session.borrow();
+        let session = session.as_ref().ok_or_else(finished_session_error)?;
+        session
+            .live_plan()
+            .map(|plan| plan.map(convert::live_plan))
+            .map_err(core_error)
+    }
+
     fn finish(session: CaptureSession) -> Result<(Trace, Vec<wit::Decision>), wit::CoreError> {
         let resource: SessionResource = session.into_inner();
         let session = resource
@@ -203,6 +212,10 @@ impl GuestCaptureSession for SessionResource {
 impl Guest for Component {
     type Trace = TraceResource;
     type CaptureSession = SessionResource;
+
+    fn op_type(func_name: String) -> String {
+        crate::build::naming::op_type(&func_name)
+    }
 
     fn classify_selector(value: wit::Selector) -> Result<wit::SelectorClass, wit::CoreError> {
         let value = selector(value);

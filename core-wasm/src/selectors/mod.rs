@@ -9,11 +9,13 @@
 
 mod evaluate;
 mod expression;
+mod live;
 mod plan;
 mod truth;
 
 pub use evaluate::{evaluate, WhereResult};
 pub use expression::{parse_expression, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_DEPTH};
+pub use live::{LiveNode, LivePlan, ModuleTerm};
 pub use plan::{CapturePlan, Decision};
 
 use crate::error::{CoreError, CoreResult, ErrorKind};

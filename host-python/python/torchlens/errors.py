@@ -90,3 +90,8 @@ class BackendDeclarationWarning(UserWarning):
     """An adapter declared through the ``torchlens.backends`` entry-point group could not be
     registered (it failed to load, declared no ``BackendSpec``, failed the core's registration
     check, or reused a registered name); it is skipped and the other backends still work."""
+
+
+class SelectionIncompleteWarning(UserWarning):
+    """Ops matched ``save=`` whose values were released during capture before the live plan
+    could select them (``trace.selection_missed`` lists their labels); they are not saved."""

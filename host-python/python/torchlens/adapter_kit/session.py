@@ -1,8 +1,16 @@
 """One capture's lifecycle, shared by every adapter: start a core session, report events (sent
-to the core in bounded batches whether or not a live plan runs, so memory outside the payloads
-stays bounded), keep payloads by the adapter's own value ids, drop the ones the live plan
-rejects as soon as its decisions arrive, finish into a :class:`~torchlens.trace.Trace` with the
-selection finalised, or abort and free everything.
+to the core in bounded batches, so memory outside the payloads stays bounded), keep payloads by
+the adapter's own value ids, finish into a :class:`~torchlens.trace.Trace` with the selection
+finalised, or abort and free everything.
+
+Under a narrow ``save=`` the core's selector is compiled into a live plan
+(:mod:`.live_plan`) that the session evaluates on every op output as the op returns: a value
+the plan rejects is never held, a value it selects is held (without a copy: the adapter's
+``hold`` decides how), and a value it cannot decide yet is held only until the core can answer
+(a label: the events go out at once; a module boundary: the enclosing call's exit, or as soon as
+the adapter can no longer name the value, whichever comes first). The core's own answer for every
+op still arrives with the batches and is the authority: the saved set is exactly what it
+selects.
 
 Ids: the adapter names every value (``new_value_id``); that id is also the value's payload
 slot, the key of every live decision and of the stop frontier. The core's op numbering never
@@ -11,12 +19,16 @@ leaves the core."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+import weakref
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from .live_plan import REJECTED, ROOT_CALL, SELECTED, WAIT_CORE, WAIT_EXIT, WAIT_WINDOW, LivePlan, compile_live_plan
 from .request import CaptureRequest
 
 #: Events sent to the core per batch: large enough that the per-call cost vanishes, small
-#: enough that the pending events (and, under a live plan, the undecided payloads) stay bounded.
+#: enough that the pending events stay bounded. Selection never waits for a batch to fill: the
+#: live plan decides at the op, and values only the core can decide send the batch at once.
 EVENTS_PER_BATCH = 64
 
 #: Sessions started and neither finished nor aborted (``open_session_count``), by ``id``.
@@ -46,9 +58,34 @@ class CaptureSession:
         #: Values every trace keeps whatever ``save=`` says (constants and buffers: replay reads
         #: them as leaves, and they are small).
         self.leaf_values: Set[int] = set()
-        #: Values the live plan selected.
+        #: Values selected (by the live plan at the op, confirmed or overruled by the core).
         self.selected: Set[int] = set()
+        #: Values the core selected whose payload was released before it answered.
+        self.missed: Set[int] = set()
+        #: How the adapter keeps a value as a payload (``hold(value_id, value)``): by default
+        #: the value itself; torch keeps a detached alias and records its version counter.
+        self.hold: Callable[[int, Any], Any] = _hold_as_is
         self._keep_outputs = request.save.mode != "none"
+        self._selector = selector
+        self._plan: Optional[LivePlan] = None
+        self._plan_stale = selector is not None
+        #: Undecided values: value id → the plan's answer (its wait bits).
+        self._undecided: Dict[int, int] = {}
+        #: Undecided values a module boundary waits on → the plan's answer once the adapter can no
+        #: longer name the value as a call's output (the boundary then rejects it).
+        self._if_unnamed: Dict[int, int] = {}
+        #: Values reported without bytes (``keep=False``): never counted as missed.
+        self._without_bytes: Set[int] = set()
+        #: (op count at which the core can answer, value id) for ``followed_by`` windows.
+        self._windows: Deque[Tuple[int, int]] = deque()
+        self._op_count = 0
+        self._watchers: Dict[int, Any] = {}
+        #: Module id → its call numbers open now (``ROOT_CALL`` for the root call).
+        self._open_calls: Dict[int, List[int]] = {ROOT_CALL: [1]}
+        self._call_counts: Dict[int, int] = {}
+        self._depth = 1
+        self._root_module: Optional[int] = None
+        self._root_entered = False
         self._next_value = 1
         self._unsent = 0
         self._open = True
@@ -69,6 +106,11 @@ class CaptureSession:
     ) -> None:
         """Declares a module object under its addresses (primary first; the root is ``self``)."""
         self._native.module(module_id, addresses, class_name, container, training)
+        if addresses and addresses[0] == "self":
+            self._root_module = module_id
+        if self._selector is not None:
+            # The plan names modules by id: one declared now needs a fresh plan.
+            self._plan_stale = True
         self._sent()
 
     def param(
@@ -81,18 +123,21 @@ class CaptureSession:
     def input(self, name: str, value_id: int, value: Any, shape: Sequence[int], dtype: str) -> None:
         """A model input; kept unless ``save=False``."""
         self._native.input(name, value_id, tuple(shape), dtype, self._keep(value_id, value))
+        self._op_count += 1
         self._sent()
 
     def constant(self, value_id: int, value: Any, shape: Sequence[int], dtype: str) -> None:
         """A value read from outside the traced call; always kept (replay reads it as a leaf)."""
         self._keep_leaf(value_id, value)
         self._native.constant(value_id, tuple(shape), dtype, value_id)
+        self._op_count += 1
         self._sent()
 
     def buffer(self, address: str, value_id: int, value: Any, shape: Sequence[int], dtype: str) -> None:
         """A module buffer read during the forward; always kept, like a constant."""
         self._keep_leaf(value_id, value)
         self._native.buffer(address, value_id, tuple(shape), dtype, value_id)
+        self._op_count += 1
         self._sent()
 
     def op(
@@ -105,34 +150,119 @@ class CaptureSession:
         source: Optional[Tuple[str, int, str]] = None,
         keep: bool = True,
     ) -> None:
-        """One op: ``parents`` are ``(value id, argument position)``; each output is kept as a
-        payload (unless ``keep=False``, for values that have no bytes, or ``save=False``)."""
+        """One op: ``parents`` are ``(value id, argument position)``; each output is
+        ``(value id, value, shape, dtype)``. Under a narrow ``save=`` the live plan decides each
+        output here; a kept value goes through ``hold``. ``keep=False`` is for values that
+        have no bytes; ``save=False`` keeps nothing."""
         # The hot path of every capture: no helper calls per output.
         keep = keep and self._keep_outputs
         payloads = self.payloads
         described = []
+        plan = self._plan
+        if keep and self._plan_stale:
+            plan = self._compile_plan()
+        send_now = False
         for value_id, value, shape, dtype in outputs:
-            if keep:
-                payloads[value_id] = value
-                described.append((value_id, shape, dtype, value_id))
-            else:
+            self._op_count += 1
+            if not keep:
+                if self._keep_outputs:
+                    self._without_bytes.add(value_id)
                 described.append((value_id, shape, dtype, None))
+                continue
+            if plan is not None:
+                answer = plan.decide(func, self._open_calls, True)
+                if answer == REJECTED:
+                    described.append((value_id, shape, dtype, None))
+                    continue
+                if answer == SELECTED:
+                    self.selected.add(value_id)
+                else:
+                    send_now |= self._wait(value_id, value, answer, func, plan)
+            payloads[value_id] = self.hold(value_id, value)
+            described.append((value_id, shape, dtype, value_id))
         self._native.op(func, parents, described, in_place, attributes, source)
-        self._sent()
+        if send_now or (self._windows and self._windows[0][0] <= self._op_count):
+            self.flush()
+        else:
+            self._sent()
+
+    def _wait(self, value_id: int, value: Any, answer: int, func: str, plan: LivePlan) -> bool:
+        """Holds an undecided value until it can be decided; True when the core can answer now."""
+        self._undecided[value_id] = answer
+        if answer & WAIT_EXIT:
+            self._if_unnamed[value_id] = plan.decide(func, self._open_calls, False)
+            try:
+                # When the model lets go of the value, no call can return it any more.
+                self._watchers[value_id] = weakref.ref(value, lambda _ref, value_id=value_id: self.retire(value_id))
+            except TypeError:
+                pass  # not weakly referenceable: the value waits for the call's exit
+        if answer & WAIT_WINDOW:
+            self._windows.append((self._op_count + plan.window, value_id))
+        return bool(answer & WAIT_CORE)
+
+    def _compile_plan(self) -> Optional[LivePlan]:
+        """Sends the declarations and compiles the selector against them."""
+        self.flush()
+        self._plan = compile_live_plan(self._native.live_plan())
+        self._plan_stale = False
+        return self._plan
+
+    def retire(self, value_id: int) -> None:
+        """The adapter can no longer name ``value_id`` as a call's output (the model released
+        it, or an in-place op made the same object carry another value): a module boundary
+        rejects it, so a value nothing else keeps undecided is dropped at once. Safe to call
+        from a weakref callback: it never calls into the core."""
+        answer = self._if_unnamed.pop(value_id, None)
+        if answer is None:
+            return
+        self._watchers.pop(value_id, None)
+        if answer == REJECTED or answer == SELECTED:
+            del self._undecided[value_id]
+            if answer == SELECTED:
+                self.selected.add(value_id)
+            else:
+                self.payloads.pop(value_id, None)
+        else:
+            self._undecided[value_id] = answer  # the core answers with the next batch
 
     def enter(self, module_id: int) -> None:
         """A module call starts."""
         self._native.enter(module_id)
+        if module_id == self._root_module and not self._root_entered and self._depth == 1:
+            # The root's own call is the one already open (as the core counts it).
+            self._root_entered = True
+            self._call_counts[module_id] = 1
+        else:
+            number = self._call_counts.get(module_id, 0) + 1
+            self._call_counts[module_id] = number
+            self._open_calls.setdefault(module_id, []).append(number)
+            self._depth += 1
         self._sent()
 
-    def exit(self, module_id: int, outputs: List[int]) -> None:
-        """A module call ends, returning these values."""
+    def exit(self, module_id: int, outputs: List[int], values: Optional[Sequence[Any]] = None) -> None:
+        """A module call ends, returning the values ``outputs`` (``values``, when given, are
+        the objects themselves: an output the plan selects at the exit whose payload was
+        released before, e.g. a value passed through the call unchanged, is held again)."""
         self._native.exit(module_id, outputs)
-        self._sent()
+        if self._depth > 1:
+            calls = self._open_calls.get(module_id)
+            if calls:
+                calls.pop()
+            self._depth -= 1
+        if self._if_unnamed:
+            self.flush()
+            if values is not None and self.missed:
+                for value_id, value in zip(outputs, values):
+                    if value_id in self.missed:
+                        self.missed.discard(value_id)
+                        self.payloads[value_id] = self.hold(value_id, value)
+        else:
+            self._sent()
 
     def output(self, name: str, value_id: int) -> None:
         """A model output (``name`` is its path in the returned structure)."""
         self._native.output(name, value_id)
+        self._op_count += 1
         self._sent()
 
     def extra(self, key: str, value: str) -> None:
@@ -186,12 +316,27 @@ class CaptureSession:
         self._apply(self._native.flush())
 
     def _apply(self, decisions: List[Tuple[int, bool]]) -> None:
-        """A rejected value's payload is dropped at once (the single-pass memory saving)."""
+        """The core's answers are the authority: a selected value stays (or is recorded as
+        missed when its payload is gone), a rejected value's payload is dropped at once."""
+        undecided = self._undecided
         for value_id, selected in decisions:
+            if undecided.pop(value_id, None) is not None:
+                self._if_unnamed.pop(value_id, None)
+                self._watchers.pop(value_id, None)
             if selected:
                 self.selected.add(value_id)
-            elif value_id not in self.leaf_values:
-                self.payloads.pop(value_id, None)
+                if value_id not in self.payloads and self._keep_outputs and value_id not in self._without_bytes:
+                    self.missed.add(value_id)
+            else:
+                self.selected.discard(value_id)
+                if value_id not in self.leaf_values:
+                    self.payloads.pop(value_id, None)
+        windows = self._windows
+        while windows and windows[0][1] not in undecided:
+            windows.popleft()
+        if windows and windows[0][0] <= self._op_count:
+            # The core could not answer yet (it counts ops its own way): ask again next op.
+            windows[0] = (self._op_count + 1, windows[0][1])
 
     # ---- the end -----------------------------------------------------------------------------
 
@@ -211,7 +356,7 @@ class CaptureSession:
         self._apply(decisions)
         save = self.request.save
         if save.mode == "selected":
-            kept = self.selected | self.leaf_values
+            kept = (self.selected - self.missed) | self.leaf_values
             self.payloads = {value_id: value for value_id, value in self.payloads.items() if value_id in kept}
             native_trace.keep_payloads(sorted(self.payloads))
             if not self.selected:
@@ -245,6 +390,9 @@ class CaptureSession:
             self._native.abandon()
         self.payloads = {}
         self.selected.clear()
+        self._undecided.clear()
+        self._if_unnamed.clear()
+        self._watchers.clear()
 
     def _close(self) -> None:
         self._open = False
@@ -261,6 +409,10 @@ class CaptureSession:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         if kind is not None:
             self.abort()
+
+
+def _hold_as_is(value_id: int, value: Any) -> Any:
+    return value
 
 
 def open_session_count() -> int:

@@ -91,6 +91,8 @@ class Capture:
         self.versions: Dict[int, int] = {}
         #: Value id → how replay re-runs the op that produced it.
         self.replays: Dict[int, ReplayRecord] = {}
+        # The session holds only what the live plan keeps, through this alias-not-copy hold.
+        session.hold = self._kept
 
     # ---- ids ---------------------------------------------------------------------------------
 
@@ -121,9 +123,14 @@ class Capture:
 
     def protect(self, target: Any) -> None:
         """Copies every uncopied payload that shares storage with ``target`` before an in-place
-        op writes into it."""
+        op writes into it. The value ``target`` carries now is retired first: after the write the
+        object carries the op's value, so no module call can return the old one, and a payload
+        the plan held only for that reason is dropped instead of copied."""
         if not isinstance(target, torch.Tensor):
             return
+        current = self.known_id(target)
+        if current is not None:
+            self.session.retire(current)
         for value_id in self.shared.pop(target.untyped_storage().data_ptr(), ()):
             if self.versions.pop(value_id, None) is not None:
                 value = self.session.payloads.get(value_id)
@@ -265,8 +272,8 @@ class Capture:
             if isinstance(output, torch.Tensor)
             else [tensor for _, tensor in flatten(output, "", [])]
         )
-        value_ids = [self.known_id(tensor) for tensor in tensors]
-        self.session.exit(module_id, [value_id for value_id in value_ids if value_id is not None])
+        known = [(value_id, tensor) for tensor in tensors if (value_id := self.known_id(tensor)) is not None]
+        self.session.exit(module_id, [value_id for value_id, _ in known], [tensor for _, tensor in known])
 
     # ---- ops ---------------------------------------------------------------------------------
 
@@ -287,7 +294,7 @@ class Capture:
         outputs = []
         for index, result in enumerate(results):
             value_id = self._tag(result)
-            outputs.append((value_id, self._kept(value_id, result), result.shape, name_of(result.dtype)))
+            outputs.append((value_id, result, result.shape, name_of(result.dtype)))
             self.replays[value_id] = ReplayRecord(
                 func, name, template, keyword_template, index if multiple else None
             )

@@ -86,7 +86,10 @@ def _waiting(first: Decide, wait: int) -> Decide:
     return decide
 
 
-def _inside(modules: Sequence[int], root: bool, call: Optional[int]) -> Callable[[Dict[int, List[int]]], bool]:
+OpenCalls = Dict[int, List[int]]
+
+
+def _inside(modules: Sequence[int], root: bool, call: Optional[int]) -> Callable[[OpenCalls], bool]:
     """Whether a matching call is open, over the session's ``open_calls``."""
     keys = tuple(modules) + ((ROOT_CALL,) if root else ())
 

@@ -23,7 +23,16 @@ import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from .live_plan import REJECTED, ROOT_CALL, SELECTED, WAIT_CORE, WAIT_EXIT, WAIT_WINDOW, LivePlan, compile_live_plan
+from .live_plan import (
+    REJECTED,
+    ROOT_CALL,
+    SELECTED,
+    WAIT_CORE,
+    WAIT_EXIT,
+    WAIT_WINDOW,
+    LivePlan,
+    compile_live_plan,
+)
 from .request import CaptureRequest
 
 #: Events sent to the core per batch: large enough that the per-call cost vanishes, small
@@ -193,7 +202,7 @@ class CaptureSession:
             self._if_unnamed[value_id] = plan.decide(func, self._open_calls, False)
             try:
                 # When the model lets go of the value, no call can return it any more.
-                self._watchers[value_id] = weakref.ref(value, lambda _ref, value_id=value_id: self.retire(value_id))
+                self._watchers[value_id] = weakref.ref(value, lambda _, value_id=value_id: self.retire(value_id))
             except TypeError:
                 pass  # not weakly referenceable: the value waits for the call's exit
         if answer & WAIT_WINDOW:
@@ -325,7 +334,8 @@ class CaptureSession:
                 self._watchers.pop(value_id, None)
             if selected:
                 self.selected.add(value_id)
-                if value_id not in self.payloads and self._keep_outputs and value_id not in self._without_bytes:
+                has_bytes = self._keep_outputs and value_id not in self._without_bytes
+                if has_bytes and value_id not in self.payloads:
                     self.missed.add(value_id)
             else:
                 self.selected.discard(value_id)

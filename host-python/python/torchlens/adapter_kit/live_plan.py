@@ -129,9 +129,7 @@ class LivePlan:
         if kind == "module_output":
             self.waits_for_exits = True
             inside = _inside(node[1], node[2], node[3])
-            return lambda func, open_calls, named: (
-                WAIT_EXIT if named and inside(open_calls) else REJECTED
-            )
+            return lambda func, open_calls, named: WAIT_EXIT if named and inside(open_calls) else REJECTED
         if kind == "label":
             wanted = node[1]
             return lambda func, open_calls, named: WAIT_CORE if op_type_of(func) == wanted else REJECTED

@@ -202,7 +202,8 @@ class CaptureSession:
             self._if_unnamed[value_id] = plan.decide(func, self._open_calls, False)
             try:
                 # When the model lets go of the value, no call can return it any more.
-                self._watchers[value_id] = weakref.ref(value, lambda _, value_id=value_id: self.retire(value_id))
+                retire = self.retire
+                self._watchers[value_id] = weakref.ref(value, lambda _, value_id=value_id: retire(value_id))
             except TypeError:
                 pass  # not weakly referenceable: the value waits for the call's exit
         if answer & WAIT_WINDOW:

@@ -186,20 +186,25 @@ impl Context<'_> {
         let mut mask = TruthMask::constant(start, len, false);
         let mut live_label = String::new();
         for (offset, op) in self.ops(start, len).iter().enumerate() {
-            let label = if op.label.is_empty() {
-                // During capture the `:pass` suffix is only certain from the second pass on.
-                live_label.clear();
-                if let Some(layer) = self.trace.layers.get(op.layer as usize) {
-                    live_label.push_str(&layer.label);
-                }
-                if op.pass > 1 {
-                    live_label.push_str(&format!(":{}", op.pass));
-                }
-                live_label.as_str()
-            } else {
-                op.label.as_str()
-            };
-            mask.value[offset] = label.to_lowercase().contains(&needle);
+            if !op.label.is_empty() {
+                mask.value[offset] = op.label.to_lowercase().contains(&needle);
+                continue;
+            }
+            // During capture the `:pass` suffix is certain from the second pass on; a first pass
+            // gains `:1` if the layer runs again, so it is decided only when both spellings agree.
+            live_label.clear();
+            if let Some(layer) = self.trace.layers.get(op.layer as usize) {
+                live_label.push_str(&layer.label.to_lowercase());
+            }
+            if op.pass > 1 {
+                live_label.push_str(&format!(":{}", op.pass));
+            }
+            let matches = live_label.contains(&needle);
+            mask.value[offset] = matches;
+            if op.pass == 1 && !self.complete {
+                live_label.push_str(":1");
+                mask.known[offset] = live_label.contains(&needle) == matches;
+            }
         }
         mask
     }

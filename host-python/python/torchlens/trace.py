@@ -372,6 +372,9 @@ class Trace:
         self.payload_load_status: Optional[dict] = None
         #: The ``facets=`` the capture was asked for.
         self.facets: Any = None
+        #: Labels of ops a narrow ``save=`` matched whose values were released during capture
+        #: before the selection was decided (see ``SelectionIncompleteWarning``); normally empty.
+        self.selection_missed: List[str] = []
 
     # ---- structure -------------------------------------------------------------------------
 

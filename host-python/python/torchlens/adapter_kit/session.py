@@ -384,6 +384,8 @@ class CaptureSession:
             payload_guard=payload_guard,
         )
         trace.facets = self.request.facets
+        if self.missed and save.mode == "selected":
+            _warn_missed(trace, self.missed)
         if not trace.capture_verified:
             from ..errors import CaptureUnverifiedWarning
 
@@ -420,6 +422,21 @@ class CaptureSession:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         if kind is not None:
             self.abort()
+
+
+def _warn_missed(trace: Any, missed: Set[int]) -> None:
+    """Says which matched ops lost their values before the core could select them."""
+    from ..errors import SelectionIncompleteWarning
+
+    labels = [op.label for op in trace.ops if op._info.get("value") in missed]
+    trace.selection_missed = labels
+    warnings.warn(
+        f"{len(labels)} op(s) matched save= but their values were released before the selection "
+        f"could be decided, so they are not saved: {', '.join(labels[:10])}; select them with a "
+        "term the plan decides at the op (tl.func, tl.in_module, a label) or save everything",
+        SelectionIncompleteWarning,
+        stacklevel=5,
+    )
 
 
 def _hold_as_is(value_id: int, value: Any) -> Any:

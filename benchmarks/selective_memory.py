@@ -1,0 +1,167 @@
+"""Peak memory and time of a narrow ``save=`` against a full trace and a plain forward, on
+torchvision's resnet18 (batch 8, 224x224) and a small GPT-style transformer, eval mode under
+``torch.no_grad()``.
+
+    python benchmarks/selective_memory.py [--repeats N] [--json PATH]
+
+Each case runs in a fresh interpreter: the model is built and warmed (one plain forward, one
+tiny trace so the core component is loaded), the process's peak resident memory (VmHWM) is
+reset through ``/proc/self/clear_refs``, one plain forward measures the plain peak, the peak is
+reset again and the traced call measures its own. "Above plain" is the traced peak minus the
+plain peak. "Saved" is the bytes of the values the trace kept. glibc's malloc is pinned to a
+fixed mmap threshold (``MALLOC_MMAP_THRESHOLD_``) in every case, plain ones included, so freed
+activations go back to the system instead of staying in the heap and hiding what was released.
+Times are medians of ``--repeats`` calls, as ratios to the plain forward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+CASE = r"""
+import json, statistics, sys, time
+import torch, torch.nn as nn
+import torchlens as tl
+
+def peak():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+
+def reset_peak():
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        batch, length, dim = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        split = lambda t: t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
+        q, k, v = split(q), split(k), split(v)
+        scores = (q @ k.transpose(-2, -1)) / (dim // self.heads) ** 0.5
+        mask = torch.ones(length, length, dtype=torch.bool).tril()
+        attention = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        mixed = (attention @ v).transpose(1, 2).reshape(batch, length, dim)
+        x = x + self.proj(mixed)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+class Gpt(nn.Module):
+    def __init__(self, vocab=1000, dim=256, heads=4, blocks=4, length=128):
+        super().__init__()
+        self.embed, self.position = nn.Embedding(vocab, dim), nn.Embedding(length, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(blocks))
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+model_name, save_text, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+if model_name == "resnet18":
+    import torchvision
+    model, x = torchvision.models.resnet18().eval(), torch.randn(8, 3, 224, 224)
+else:
+    model, x = Gpt().eval(), torch.randint(0, 1000, (8, 128))
+save = None if save_text in ("full", "plain") else eval(save_text, {"tl": tl})
+with torch.no_grad():
+    model(x)
+    tl.trace(nn.Linear(2, 2), torch.ones(1, 2), save=tl.func("linear"))
+    reset_peak()
+    base = peak()
+    model(x)
+    plain_peak = peak()
+    if save_text == "plain":
+        traced_peak, saved_ops, saved_bytes = plain_peak, 0, 0
+    else:
+        reset_peak()
+        trace = tl.trace(model, x, save=save)
+        traced_peak = peak()
+        saved = [op.out for op in trace.saved_ops]
+        saved_ops, saved_bytes = len(saved), sum(value.nbytes for value in saved)
+        del trace, saved
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        if save_text == "plain":
+            model(x)
+        else:
+            tl.trace(model, x, save=save)
+        times.append(time.perf_counter() - start)
+print(json.dumps({
+    "above_plain": traced_peak - plain_peak,
+    "plain_transient": plain_peak - base,
+    "saved_ops": saved_ops,
+    "saved_bytes": saved_bytes,
+    "seconds": statistics.median(times),
+}))
+"""
+
+#: Per model: the one-layer selections measured besides a full trace.
+CASES = {
+    "resnet18": [
+        ("full", "full"),
+        ("module output layer3", 'tl.module("layer3")'),
+        ("one label (layer3's first conv)", 'tl.label("conv2d_11_52")'),
+        ("func adaptive_avg_pool2d", 'tl.func("adaptive_avg_pool2d")'),
+    ],
+    "gpt": [
+        ("full", "full"),
+        ("module output blocks.2", 'tl.module("blocks.2")'),
+        ("func softmax in blocks.1", 'tl.func("softmax") & tl.in_module("blocks.1")'),
+    ],
+}
+
+
+def run_case(model: str, save: str, repeats: int) -> dict:
+    environment = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1")
+    finished = subprocess.run(
+        [sys.executable, "-c", CASE, model, save, str(repeats)], capture_output=True, text=True, env=environment
+    )
+    if finished.returncode != 0:
+        raise SystemExit(f"{model} with save={save} failed:\n{finished.stderr}")
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the figures to this file")
+    arguments = parser.parse_args()
+    results = {}
+    mib = 2**20
+    for model, cases in CASES.items():
+        plain = run_case(model, "plain", arguments.repeats)
+        results[model] = {"plain": plain}
+        print(f"{model}: plain forward {plain['seconds'] * 1e3:.0f} ms, transient {plain['plain_transient'] / mib:.1f} MiB")
+        print(f"  {'save=':<36} {'above plain':>12} {'saved':>10} {'ops':>5} {'time':>9} {'x plain':>8}")
+        for name, save in cases:
+            figures = run_case(model, save, arguments.repeats)
+            results[model][name] = dict(figures, save=save)
+            print(
+                f"  {name:<36} {figures['above_plain'] / mib:>8.1f} MiB {figures['saved_bytes'] / mib:>6.1f} MiB"
+                f" {figures['saved_ops']:>5} {figures['seconds'] * 1e3:>6.0f} ms"
+                f" {figures['seconds'] / plain['seconds']:>7.2f}x"
+            )
+    if arguments.json:
+        with open(arguments.json, "w") as file:
+            json.dump(results, file, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -371,3 +371,57 @@ fn static_function_plans_decide_in_the_batch_that_carries_the_op() {
     let valued = trace.ops.iter().filter(|op| op.value.is_some()).count();
     assert_eq!(per_batch.iter().sum::<usize>(), valued);
 }
+
+#[test]
+fn a_value_a_matched_call_returns_without_computing_it_is_selected_at_the_exit() {
+    use torchlens_core::recorder::EventRecorder;
+    let mut recorder = EventRecorder::keeping_payloads();
+    let root = recorder.module(&["self"], "Net");
+    let block = recorder.module(&["block"], "Block");
+    let identity = recorder.module(&["identity"], "Identity");
+    let x = recorder.input("x", &[2, 4]);
+    recorder.enter(root);
+    recorder.enter(block);
+    let hidden = recorder.op("relu", &[x], &[2, 4]);
+    recorder.exit(block, &[hidden]);
+    recorder.enter(identity);
+    recorder.exit(identity, &[hidden]);
+    let out = recorder.op("tanh", &[hidden], &[2, 4]);
+    recorder.exit(root, &[out]);
+    recorder.output("output", out);
+    let events = recorder.events;
+    for selector in [
+        leaf(Node::Module("identity".into())),
+        combine(
+            Node::Module("identity".into()),
+            Node::Func("relu".into()),
+            |a, b| Node::And(vec![a, b]),
+        ),
+        leaf(Node::Module("self".into())),
+    ] {
+        let mut session = CaptureSession::new(
+            TraceOptions::default(),
+            Some(CapturePlan::compile(selector.clone()).unwrap()),
+        );
+        let mut decisions = Vec::new();
+        for event in events.iter().cloned() {
+            decisions.extend(session.ingest([event]).unwrap());
+        }
+        let (trace, last) = session.finish().unwrap();
+        decisions.extend(last);
+        let mut selected: Vec<u32> = decisions
+            .iter()
+            .filter(|decision| decision.selected)
+            .map(|decision| decision.op)
+            .collect();
+        selected.sort_unstable();
+        selected.dedup();
+        let expected: Vec<u32> = evaluate(&trace, &selector, &[])
+            .unwrap()
+            .into_iter()
+            .filter(|&op| trace.ops[op as usize].kind != OpKind::Output)
+            .collect();
+        assert_eq!(selected, expected, "selector {selector:?}");
+        assert!(!expected.is_empty());
+    }
+}

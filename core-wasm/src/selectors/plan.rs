@@ -3,9 +3,14 @@
 //! batch that carries them; a `module(...)` boundary waits for the call's exit and
 //! `followed_by` for the ops after it, so an adapter keeps such payloads until their decision
 //! arrives, and drops unselected ones at once (that is what lowers peak memory).
+//!
+//! A module call may return a value it did not compute (an identity module passing its input
+//! on): that value's op was decided before the call began. When a call a `module(...)` term
+//! matches closes, its outputs decided earlier are judged again, and one the selector now
+//! selects gets a second, selected decision (the adapter holds the returned value again).
 
 use super::evaluate::Context;
-use super::{Selector, SelectorClass};
+use super::{split_call_suffix, Selector, SelectorClass, SelectorNode};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::model::{OpId, Trace};
 
@@ -24,6 +29,12 @@ pub struct CapturePlan {
     scanned_upto: OpId,
     /// Ops looked at but not yet decided, ascending.
     pending: Vec<OpId>,
+    /// Addresses of the selector's `module(...)` terms, split from their call numbers.
+    boundaries: Vec<(String, Option<u32>)>,
+    /// Module calls looked at for boundary terms.
+    calls_seen: usize,
+    /// Calls a boundary term matches that have not closed yet.
+    watched_calls: Vec<u32>,
 }
 
 impl CapturePlan {
@@ -39,10 +50,24 @@ impl CapturePlan {
                 "use static selectors for live decisions, or evaluate the predicate on the host",
             ));
         }
+        let boundaries = selector
+            .nodes
+            .iter()
+            .filter_map(|node| match node {
+                SelectorNode::Module(text) => {
+                    let (address, call) = split_call_suffix(text);
+                    Some((address.to_string(), call))
+                }
+                _ => None,
+            })
+            .collect();
         Ok(Self {
             selector,
             scanned_upto: 0,
             pending: Vec::new(),
+            boundaries,
+            calls_seen: 0,
+            watched_calls: Vec::new(),
         })
     }
 
@@ -54,22 +79,22 @@ impl CapturePlan {
     /// Decides every op of `trace` that can be decided now. `complete` says the trace is
     /// finished, so every remaining op is decided.
     pub fn advance(&mut self, trace: &Trace, complete: bool) -> CoreResult<Vec<Decision>> {
-        let op_count = trace.ops.len() as OpId;
-        let start = self.pending.first().copied().unwrap_or(self.scanned_upto);
-        if start >= op_count {
-            return Ok(Vec::new());
-        }
         let context = Context {
             trace,
             complete,
             where_results: &[],
         };
+        let mut decisions = self.revise_returned_values(&context)?;
+        let op_count = trace.ops.len() as OpId;
+        let start = self.pending.first().copied().unwrap_or(self.scanned_upto);
+        if start >= op_count {
+            return Ok(decisions);
+        }
         let mask = context.node(&self.selector, self.selector.root, start, op_count)?;
         let candidates: Vec<OpId> = std::mem::take(&mut self.pending)
             .into_iter()
             .chain(self.scanned_upto.max(start)..op_count)
             .collect();
-        let mut decisions = Vec::new();
         for op in candidates {
             let (selected, known) = mask.at(op);
             if known {
@@ -80,5 +105,54 @@ impl CapturePlan {
         }
         self.scanned_upto = op_count;
         Ok(decisions)
+    }
+
+    /// Selected decisions for outputs of boundary-matched calls that closed since the last
+    /// advance and were decided before (values the call returned but did not compute).
+    fn revise_returned_values(&mut self, context: &Context<'_>) -> CoreResult<Vec<Decision>> {
+        let mut revised = Vec::new();
+        if self.boundaries.is_empty() {
+            return Ok(revised);
+        }
+        let trace = context.trace;
+        for index in self.calls_seen..trace.module_calls.len() {
+            let call = &trace.module_calls[index];
+            let matches = trace
+                .modules
+                .get(call.module as usize)
+                .is_some_and(|module| {
+                    self.boundaries.iter().any(|(address, number)| {
+                        module.answers_to(address)
+                            && number.is_none_or(|number| number == call.call_number)
+                    })
+                });
+            if matches {
+                self.watched_calls.push(index as u32);
+            }
+        }
+        self.calls_seen = trace.module_calls.len();
+        let mut still_open = Vec::new();
+        for index in std::mem::take(&mut self.watched_calls) {
+            let call = &trace.module_calls[index as usize];
+            // The root call keeps `end_op` open; its outputs are final once the trace is.
+            let closed = call.end_op != OpId::MAX || (index == 0 && context.complete);
+            if !closed {
+                still_open.push(index);
+                continue;
+            }
+            for &op in &call.outputs {
+                let decided = op < self.scanned_upto && self.pending.binary_search(&op).is_err();
+                if decided
+                    && context
+                        .node(&self.selector, self.selector.root, op, op + 1)?
+                        .at(op)
+                        == (true, true)
+                {
+                    revised.push(Decision { op, selected: true });
+                }
+            }
+        }
+        self.watched_calls = still_open;
+        Ok(revised)
     }
 }

@@ -105,12 +105,14 @@ def _inside(modules: Sequence[int], root: bool, call: Optional[int]) -> Callable
 
 class LivePlan:
     """A live plan ready for the hot path: ``decide`` answers for one op output; ``window`` is
-    the widest ``followed_by`` look-ahead; ``waits_for_exits`` says whether any term is a
-    module boundary (the session then sends events at each call exit while values wait)."""
+    the widest ``followed_by`` look-ahead; ``boundaries`` are the module boundary terms (the
+    session sends its events when a call they match exits, so the core answers for the
+    call's outputs there)."""
 
     def __init__(self, nodes: Sequence[tuple], root: int, op_type_of: Callable[[str], str]) -> None:
         self.window = 0
-        self.waits_for_exits = False
+        #: The module boundary terms, as (module ids, root call matches, call number or None).
+        self.boundaries: List[Tuple[frozenset, bool, Optional[int]]] = []
         built: List[Decide] = []
         for node in nodes:
             built.append(self._build(node, built, op_type_of))
@@ -127,8 +129,8 @@ class LivePlan:
             inside = _inside(node[1], node[2], node[3])
             return lambda func, open_calls, named: SELECTED if inside(open_calls) else REJECTED
         if kind == "module_output":
-            self.waits_for_exits = True
             inside = _inside(node[1], node[2], node[3])
+            self.boundaries.append((frozenset(node[1]), node[2], node[3]))
             return lambda func, open_calls, named: WAIT_EXIT if named and inside(open_calls) else REJECTED
         if kind == "label":
             wanted = node[1]
@@ -148,6 +150,13 @@ class LivePlan:
         if kind == "preceded_by":
             return _waiting(built[node[1]], WAIT_CORE)
         raise ValueError(f"unknown live plan node {kind!r}")
+
+    def is_boundary(self, module_id: int, call_number: int, is_root: bool) -> bool:
+        """Whether a module boundary term matches this call (the session asks as it exits)."""
+        for modules, root, call in self.boundaries:
+            if (module_id in modules or (root and is_root)) and (call is None or call == call_number):
+                return True
+        return False
 
 
 def _label_contains(needle: str, op_type: str) -> int:

@@ -254,12 +254,16 @@ class CaptureSession:
         the objects themselves: an output the plan selects at the exit whose payload was
         released before, e.g. a value passed through the call unchanged, is held again)."""
         self._native.exit(module_id, outputs)
-        if self._depth > 1:
+        is_root = self._depth == 1
+        call_number = 1
+        if not is_root:
             calls = self._open_calls.get(module_id)
             if calls:
-                calls.pop()
+                call_number = calls.pop()
             self._depth -= 1
-        if self._if_unnamed:
+        plan = self._plan
+        # A call a module boundary term matches: the core answers for its outputs now.
+        if plan is not None and plan.boundaries and plan.is_boundary(module_id, call_number, is_root):
             self.flush()
             if values is not None and self.missed:
                 for value_id, value in zip(outputs, values):

@@ -140,3 +140,29 @@ def test_value_dependent_functions_are_perturbed_not_exempt():
         (lambda x: numpy.isfinite(x), numpy.array([1.0, 2.0])),
     ):
         assert _one_op_trace(call, parent).validation_replay_status.state == "passed"
+
+
+class _Passthrough(Module):
+    def forward(self, x):
+        return x
+
+
+class _ReluThenPassthrough(Module):
+    def __init__(self) -> None:
+        self.passthrough = _Passthrough()
+
+    def forward(self, x):
+        return numpy.tanh(self.passthrough(numpy.maximum(x, 0.0)))
+
+
+def test_a_matched_value_released_before_it_could_be_selected_is_reported_not_hidden():
+    """This adapter does not hand the session the objects a call returns, so a value a module
+    returns without computing it (decided at its own op, before the call) cannot be held again:
+    the trace says so instead of pretending the selection is complete."""
+    from torchlens.errors import SelectionIncompleteWarning
+
+    model, x = _ReluThenPassthrough(), numpy.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    with pytest.warns(SelectionIncompleteWarning, match="maximum"):
+        trace = tl.trace(model, x, save=tl.module("passthrough"))
+    assert trace.selection_missed == [op.label for op in trace.select(tl.module("passthrough"))]
+    assert [op.label for op in trace.saved_ops] == []

@@ -181,7 +181,9 @@ class CaptureSession:
             if plan is not None:
                 answer = plan.decide(func, self._open_calls, True)
                 if answer == REJECTED:
-                    described.append((value_id, shape, dtype, None))
+                    # The slot is named anyway: a call may still return the value without computing
+                    # it, and the adapter then holds it again (``finish`` trims slots to the kept).
+                    described.append((value_id, shape, dtype, value_id))
                     continue
                 if answer == SELECTED:
                     self.selected.add(value_id)

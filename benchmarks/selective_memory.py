@@ -130,16 +130,17 @@ CASES = {
 
 def run_case(model: str, save: str, repeats: int) -> dict:
     environment = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1")
-    finished = subprocess.run(
-        [sys.executable, "-c", CASE, model, save, str(repeats)], capture_output=True, text=True, env=environment
-    )
+    command = [sys.executable, "-c", CASE, model, save, str(repeats)]
+    finished = subprocess.run(command, capture_output=True, text=True, env=environment)
     if finished.returncode != 0:
         raise SystemExit(f"{model} with save={save} failed:\n{finished.stderr}")
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the figures to this file")
     arguments = parser.parse_args()
@@ -148,13 +149,17 @@ def main() -> None:
     for model, cases in CASES.items():
         plain = run_case(model, "plain", arguments.repeats)
         results[model] = {"plain": plain}
-        print(f"{model}: plain forward {plain['seconds'] * 1e3:.0f} ms, transient {plain['plain_transient'] / mib:.1f} MiB")
+        print(
+            f"{model}: plain forward {plain['seconds'] * 1e3:.0f} ms,"
+            f" transient {plain['plain_transient'] / mib:.1f} MiB"
+        )
         print(f"  {'save=':<36} {'above plain':>12} {'saved':>10} {'ops':>5} {'time':>9} {'x plain':>8}")
         for name, save in cases:
             figures = run_case(model, save, arguments.repeats)
             results[model][name] = dict(figures, save=save)
             print(
-                f"  {name:<36} {figures['above_plain'] / mib:>8.1f} MiB {figures['saved_bytes'] / mib:>6.1f} MiB"
+                f"  {name:<36} {figures['above_plain'] / mib:>8.1f} MiB"
+                f" {figures['saved_bytes'] / mib:>6.1f} MiB"
                 f" {figures['saved_ops']:>5} {figures['seconds'] * 1e3:>6.0f} ms"
                 f" {figures['seconds'] / plain['seconds']:>7.2f}x"
             )

@@ -78,7 +78,8 @@ def test_temporal_terms_wait_for_their_window_unless_the_first_term_rejects():
     assert plan.window == 3
     assert plan.decide("linear", ROOT_ONLY, True) == WAIT_WINDOW
     assert plan.decide("conv2d", ROOT_ONLY, True) == REJECTED
-    assert plan_for(tl.preceded_by(tl.func("relu"), tl.func("linear"))).decide("relu", ROOT_ONLY, True) == WAIT_CORE
+    look_back = plan_for(tl.preceded_by(tl.func("relu"), tl.func("linear")))
+    assert look_back.decide("relu", ROOT_ONLY, True) == WAIT_CORE
 
 
 def test_module_boundary_terms_name_the_calls_they_match():

@@ -372,6 +372,10 @@ class Trace:
         self.payload_load_status: Optional[dict] = None
         #: The ``facets=`` the capture was asked for.
         self.facets: Any = None
+        #: The :class:`~torchlens.options.CaptureOptions` the capture ran with, as the backend
+        #: resolved them (``module_identity_mode`` names the mode it chose), or None where the
+        #: backend does not report them (a loaded trace).
+        self.options: Any = None
 
     # ---- structure -------------------------------------------------------------------------
 

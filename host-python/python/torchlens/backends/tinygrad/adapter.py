@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, List, Tuple
 
@@ -117,6 +118,7 @@ class TinygradAdapter(BackendProtocol):
                 input_ids=input_ids,
             )
             trace = session.finish(self, runtime=runtime)
+        trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
             from .grads import derive
 

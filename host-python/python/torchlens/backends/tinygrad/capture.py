@@ -20,8 +20,6 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tinygrad import Tensor
-from tinygrad.uop.ops import UOp
-
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
 
 from . import refusals
@@ -247,7 +245,7 @@ class Recorder:
             def init(tensor: Any, data: Any = None, *args: Any, **kwargs: Any) -> None:
                 original(tensor, data, *args, **kwargs)
                 if not recorder.quiet:
-                    recorder.observe(tensor, literal_data=not isinstance(data, UOp))
+                    recorder.observe(tensor, literal_data=_is_data(data))
 
             return init
 
@@ -300,6 +298,14 @@ class Recorder:
             return create
 
         return make
+
+
+def _is_data(data: Any) -> bool:
+    """Whether ``Tensor(data)`` builds storage from Python or NumPy data (a ``tensor`` literal
+    producer), rather than wrapping a UOp or a scalar literal."""
+    if isinstance(data, (list, tuple, bytes)):
+        return True
+    return type(data).__module__ == "numpy" and getattr(data, "ndim", 0) > 0
 
 
 def _raiser(error: Callable[[], Exception]) -> Callable[..., Any]:

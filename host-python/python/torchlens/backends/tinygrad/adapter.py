@@ -14,7 +14,7 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 
 from . import refusals
-from .capture import Recorder
+from .capture import Recorder, training_mode
 from .dtypes import neutral_name, tinygrad_dtype
 from .modules import CallReporter, ModuleTree, discover, has_module_state
 
@@ -127,7 +127,7 @@ class TinygradAdapter(BackendProtocol):
 
     def _declare(self, session: Any, recorder: Recorder, model: Any, tree: ModuleTree, mode: str) -> None:
         name = type(model).__name__ if mode == "object_module" else getattr(model, "__name__", "function")
-        session.module(0, ["self"], name, False, bool(getattr(Tensor, "training", False)))
+        session.module(0, ["self"], name, False, training_mode())
         for record in tree.modules[1:]:
             session.module(record.module_id, record.addresses, record.class_name, record.container, False)
         session.extra("provenance.module_identity_mode", mode)

@@ -300,6 +300,15 @@ class Recorder:
         return make
 
 
+def training_mode() -> bool:
+    """Whether tinygrad is in training mode (``Tensor.training`` on 0.13, the ``TRAINING``
+    context variable on 0.14)."""
+    from tinygrad import helpers
+
+    flag = getattr(helpers, "TRAINING", None)
+    return bool(getattr(Tensor, "training", False)) or bool(getattr(flag, "value", 0))
+
+
 def _is_data(data: Any) -> bool:
     """Whether ``Tensor(data)`` builds storage from Python or NumPy data (a ``tensor`` literal
     producer), rather than wrapping a UOp or a scalar literal."""

@@ -88,7 +88,10 @@ def test_each_battery_model_equals_numpy_and_validates(name, model, reference):
     assert trace.capture_verified
     np.testing.assert_allclose(trace.outputs[0].out.numpy(), reference(x), rtol=1e-4, atol=1e-5)
     status = trace.validation_replay_status
-    assert status.state == "passed", (status, [d for d in status.decisions if d[1] not in ("passed", "leaf")][:5])
+    assert status.state == "passed", (
+        status,
+        [d for d in status.decisions if d[1] not in ("passed", "leaf")][:5],
+    )
     assert status.replayed == len([op for op in trace.ops if op.kind in ("compute", "literal_producer")])
 
 

@@ -100,14 +100,22 @@ TINYGRAD_TRIGGERS = {
 
 #: Capability and option refusals of the door, each with a Model() whose calls must stay 0.
 DOOR_TRIGGERS = {
-    "intervene_unsupported": lambda m: tl.trace(m, Tensor.ones(1, 3), intervene=tl.when(tl.func("add"), tl.zero_ablate())),
+    "intervene_unsupported": lambda m: tl.trace(
+        m, Tensor.ones(1, 3), intervene=tl.when(tl.func("add"), tl.zero_ablate())
+    ),
     "stop_after_unsupported": lambda m: tl.trace(m, Tensor.ones(1, 3), stop_after=tl.func("add")),
-    "value_dependent_save_unsupported": lambda m: tl.trace(m, Tensor.ones(1, 3), save=tl.where(lambda op: True)),
+    "value_dependent_save_unsupported": lambda m: tl.trace(
+        m, Tensor.ones(1, 3), save=tl.where(lambda op: True)
+    ),
     "followed_by_unsupported": lambda m: tl.trace(
         m, Tensor.ones(1, 3), save=tl.followed_by(tl.func("add"), tl.func("where"))
     ),
-    "streaming_unsupported": lambda m: tl.trace(m, Tensor.ones(1, 3), capture=CaptureOptions(extra={"streaming": True})),
-    "save_grads_unsupported": lambda m: tl.trace(m, Tensor.ones(1, 3), capture=CaptureOptions(extra={"save_grads": True})),
+    "streaming_unsupported": lambda m: tl.trace(
+        m, Tensor.ones(1, 3), capture=CaptureOptions(extra={"streaming": True})
+    ),
+    "save_grads_unsupported": lambda m: tl.trace(
+        m, Tensor.ones(1, 3), capture=CaptureOptions(extra={"save_grads": True})
+    ),
     "capability_unsupported": lambda m: tl.record(m, Tensor.ones(1, 3), backend="tinygrad"),
     "option_unsupported": lambda m: tl.trace(
         m, Tensor.ones(1, 3), backend="tinygrad", capture=CaptureOptions(module_identity_mode="pytree_module")
@@ -177,7 +185,10 @@ def test_object_module_on_a_plain_function_refuses_before_it_runs():
 
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(
-            plain, Tensor.ones(3), backend="tinygrad", capture=CaptureOptions(module_identity_mode="object_module")
+            plain,
+            Tensor.ones(3),
+            backend="tinygrad",
+            capture=CaptureOptions(module_identity_mode="object_module"),
         )
     assert caught.value.code == "option_unsupported" and not calls
 

@@ -91,7 +91,9 @@ class TinygradAdapter(BackendProtocol):
             recorder = Recorder(session)
             recorder.snapshot()
             self._declare(session, recorder, model, tree, mode)
-            input_ids = [recorder.input(name, tensor) for name, tensor in input_pairs(request.args, request.kwargs)]
+            input_ids = [
+                recorder.input(name, tensor) for name, tensor in input_pairs(request.args, request.kwargs)
+            ]
             reporter = CallReporter(tree, session, lambda output: self._ids(recorder, output))
             session.enter(0)
             with Patches() as patches:

@@ -20,6 +20,7 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tinygrad import Tensor
+
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
 
 from . import refusals
@@ -115,7 +116,12 @@ class Recorder:
         value_id = self.session.new_value_id()
         dtype = neutral_name(uop.dtype)
         self.session.param(
-            value_id, address, module_id, shape_of(uop), dtype, getattr(tensor, "requires_grad", None) is not False
+            value_id,
+            address,
+            module_id,
+            shape_of(uop),
+            dtype,
+            getattr(tensor, "requires_grad", None) is not False,
         )
         self.known.setdefault(uop, value_id)
         self.params[value_id] = self._holder(uop)
@@ -158,7 +164,12 @@ class Recorder:
                     continue
                 seen.add(node)
                 value_id = known.get(node)
-                if value_id is None and node in preexisting and node.device is not None and not is_weak(node.dtype):
+                if (
+                    value_id is None
+                    and node in preexisting
+                    and node.device is not None
+                    and not is_weak(node.dtype)
+                ):
                     value_id = self.constant(node)
                 if value_id is not None:
                     found.append((value_id, position, node))
@@ -178,7 +189,9 @@ class Recorder:
         func = "tensor" if literal_data and not parents else uop_name(uop)
         self._record(uop, func, parents)
 
-    def _record(self, uop: Any, func: str, parents: List[Tuple[int, int, Any]], record: Optional[ReplayRecord] = None) -> int:
+    def _record(
+        self, uop: Any, func: str, parents: List[Tuple[int, int, Any]], record: Optional[ReplayRecord] = None
+    ) -> int:
         value_id = self.session.new_value_id()
         self.known[uop] = value_id
         holder = self._holder(uop)
@@ -197,7 +210,9 @@ class Recorder:
         )
         return value_id
 
-    def observe_named(self, name: str, call: Callable[..., Any], tensor: Any, args: tuple, kwargs: dict) -> None:
+    def observe_named(
+        self, name: str, call: Callable[..., Any], tensor: Any, args: tuple, kwargs: dict
+    ) -> None:
         """Records the result of a named creation (``Tensor.ones``) under its own name; its
         parents are its Tensor arguments (``ones_like``'s model), not the UOp graph."""
         if not isinstance(tensor, Tensor):
@@ -324,7 +339,9 @@ def _raiser(error: Callable[[], Exception]) -> Callable[..., Any]:
     return refuse
 
 
-def _install(patches: Any, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+def _install(
+    patches: Any, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> None:
     """``patches.wrap`` that keeps a static or class method static on the class."""
     raw = inspect.getattr_static(owner, name)
     original = getattr(owner, name)

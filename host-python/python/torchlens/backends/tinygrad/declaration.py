@@ -30,7 +30,13 @@ def _holds_tinygrad_state(model: Any) -> bool:
     except TypeError:
         return False
     for value in attributes.values():
-        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        items = (
+            value.values()
+            if isinstance(value, dict)
+            else value
+            if isinstance(value, (list, tuple))
+            else (value,)
+        )
         for item in items:
             if isinstance(item, tensor_type) or type(item).__module__.split(".", 1)[0] == "tinygrad":
                 return True

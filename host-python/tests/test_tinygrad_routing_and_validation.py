@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 pytest.importorskip("tinygrad")
@@ -52,7 +51,9 @@ def test_validation_replays_every_op_with_perturbation():
     status = trace.validation_replay_status
     computed = [op for op in trace.ops if op.kind == "compute"]
     assert status.state == "passed" and status.replayed == len(computed)
-    assert {reason for label, outcome, reason in status.decisions if outcome == "passed"} == {"replay_matched"}
+    assert {reason for label, outcome, reason in status.decisions if outcome == "passed"} == {
+        "replay_matched"
+    }
 
 
 def test_tampering_with_one_saved_value_fails_and_names_that_op():
@@ -96,7 +97,9 @@ assert trace.modules["fc"].params
 assert trace.validate_forward_pass() is True
 
 grad_options = tl.backends.tinygrad.GradOptions(input_grad_argnums=(0,))
-trace = tl.trace(fn, Tensor([1.0, -2.0, 3.0]), backend="tinygrad", capture=CaptureOptions(grad_options=grad_options))
+trace = tl.trace(
+    fn, Tensor([1.0, -2.0, 3.0]), backend="tinygrad", capture=CaptureOptions(grad_options=grad_options)
+)
 assert trace.autograd.derived_grads["inputs.0"].tolist() == [2.0, 0.0, 2.0]
 from tinygrad import Device
 print("device", Device.DEFAULT)
@@ -116,6 +119,9 @@ def test_the_spec_examples_run_under_dev_python():
     assert "device PYTHON" in _run_examples("PYTHON")
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="tinygrad's CPU device needs clang; scripts/setup-python.sh installs it")
+@pytest.mark.skipif(
+    shutil.which("clang") is None,
+    reason="tinygrad's CPU device needs clang; scripts/setup-python.sh installs it",
+)
 def test_the_spec_examples_run_on_the_cpu_device_with_clang():
     assert "device CPU" in _run_examples("CPU")

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench benchmark-python benchmark-cli
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench benchmark-python benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -43,6 +43,12 @@ test-rust: component setup-python
 
 test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q -rs
+
+## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
+## tinygrad 0.13.0, in their own virtual environment (.venv-pins/tinygrad) with the package
+## built into it. `make test` runs the newest tinygrad from scripts/python-requirements.txt.
+test-pins: setup setup-python
+	./scripts/test-pins.sh
 
 ## fuzz-smoke: a short cargo fuzz run of each untrusted-input parser (scripts/fuzz.sh runs
 ## longer ones: scripts/fuzz.sh 1800 decode_tlspec).

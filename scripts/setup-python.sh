@@ -8,3 +8,5 @@ if [ ! -x "$root/.venv/bin/python" ]; then
 fi
 "$root/.venv/bin/python" -m pip install --quiet --upgrade pip
 "$root/.venv/bin/python" -m pip install --quiet -r "$root/scripts/python-requirements.txt"
+# tinygrad's CPU device needs a C compiler (clang).
+"$root/scripts/setup-clang.sh"

@@ -375,6 +375,10 @@ class Trace:
         #: Labels of ops a narrow ``save=`` matched whose values were released during capture
         #: before the selection was decided (see ``SelectionIncompleteWarning``); normally empty.
         self.selection_missed: List[str] = []
+        #: The :class:`~torchlens.options.CaptureOptions` the capture ran with, as the backend
+        #: resolved them (``module_identity_mode`` names the mode it chose), or None where the
+        #: backend does not report them (a loaded trace).
+        self.options: Any = None
 
     # ---- structure -------------------------------------------------------------------------
 

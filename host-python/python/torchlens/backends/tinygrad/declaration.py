@@ -1,8 +1,79 @@
-"""The tinygrad backend's declaration. Planned: every request refuses with ``backend_not_built``
-until its adapter lands in this folder."""
+"""The tinygrad backend's declaration: read by the registry without importing tinygrad."""
 
 from __future__ import annotations
 
-from ..spec import planned_backend
+import sys
+from typing import Any
 
-SPEC = planned_backend("tinygrad", "tinygrad", ("0.13", "0.14", "0.13.0"), "tinygrad", ("tinygrad",))
+from ..registry import array_frameworks
+from ..spec import (
+    BackendSpec,
+    FrameworkRequirement,
+    detect_by_type_module,
+    implemented_by,
+    package_capabilities,
+    package_implementations,
+)
+
+_owned_by_tinygrad = detect_by_type_module("tinygrad")
+
+
+def _holds_tinygrad_state(model: Any) -> bool:
+    """Whether an object's attributes (one level, and the items of list/tuple/dict attributes)
+    hold tinygrad Tensors or ``tinygrad.nn`` layers: a user's module-like class. Read only when
+    the caller imported tinygrad."""
+    tensor_type = getattr(sys.modules.get("tinygrad.tensor"), "Tensor", None)
+    if tensor_type is None:
+        return False
+    try:
+        attributes = vars(model)
+    except TypeError:
+        return False
+    for value in attributes.values():
+        items = (
+            value.values()
+            if isinstance(value, dict)
+            else value
+            if isinstance(value, (list, tuple))
+            else (value,)
+        )
+        for item in items:
+            if isinstance(item, tensor_type) or type(item).__module__.split(".", 1)[0] == "tinygrad":
+                return True
+    return False
+
+
+def _detect(model: Any, inputs: Any) -> bool:
+    """A tinygrad object (``tinygrad.nn`` layer), a callable object holding tinygrad Tensors or
+    layers, or a plain callable given tinygrad Tensors and no other framework's arrays."""
+    if _owned_by_tinygrad(model, inputs):
+        return True
+    if not callable(model):
+        return False
+    found = array_frameworks(inputs)
+    if found == {"tinygrad"}:
+        return True
+    return not found and _holds_tinygrad_state(model)
+
+
+SPEC = BackendSpec(
+    name="tinygrad",
+    aliases=(),
+    maturity="preview",
+    requirement=FrameworkRequirement("tinygrad", "0.13", "0.15", "0.13.0", "tinygrad"),
+    array_modules=("tinygrad",),
+    # Every capability not listed is False: a request for it refuses with its code.
+    capabilities=package_capabilities(save_selected=True, derived_grads=True),
+    capability_implementations={
+        **package_implementations(),
+        "save_selected": implemented_by("torchlens.backends.tinygrad.adapter:TinygradAdapter.capture"),
+        "derived_grads": implemented_by("torchlens.backends.tinygrad.grads:derive"),
+    },
+    option_values={
+        "module_identity_mode": ("function_root", "object_module"),
+        "payload_policy": ("array_payloads",),
+    },
+    adapter="torchlens.backends.tinygrad.adapter:TinygradAdapter",
+    example="torchlens.backends.tinygrad.example:example",
+    detect=_detect,
+)

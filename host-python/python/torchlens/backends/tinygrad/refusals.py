@@ -1,0 +1,92 @@
+"""What a tinygrad capture refuses, each with a stable code and a remedy. The root checks run
+before the model is called; the forward-time checks raise from the wrappers the capture
+installs, before the refused call does anything (no buffer is realized or written, no random
+number is drawn)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchlens.errors import BackendUnsupportedError
+
+#: Every code this backend raises itself (the gate raises the capability codes).
+CODES = (
+    "tinygrad_mid_capture_realize",
+    "tinygrad_assign",
+    "tinyjit_execution",
+    "rng_state_in_graph",
+    "constant_unrealizable",
+    "option_unsupported",
+    "option_value_invalid",
+    "capability_unsupported",
+    "intervene_unsupported",
+    "stop_after_unsupported",
+    "value_dependent_save_unsupported",
+    "followed_by_unsupported",
+    "streaming_unsupported",
+    "save_grads_unsupported",
+)
+
+
+def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
+    """A typed refusal of the tinygrad backend."""
+    return BackendUnsupportedError(message, code, remedy, framework="tinygrad")
+
+
+def tinyjit_class() -> Any:
+    """The class of TinyJit-wrapped functions (``TinyJit`` on 0.13, ``_TinyJit`` on 0.14)."""
+    from tinygrad.engine import jit
+
+    found = getattr(jit, "_TinyJit", None)
+    if isinstance(found, type):
+        return found
+    return jit.TinyJit
+
+
+def check_root(model: Any) -> None:
+    """A TinyJit-wrapped root refuses before it runs: the JIT replays captured kernels, which
+    no per-op capture can see."""
+    if isinstance(model, tinyjit_class()):
+        raise refuse(
+            "the model is a TinyJit-wrapped function; its kernels run outside the lazy graph",
+            "tinyjit_execution",
+            "trace the function the TinyJit wraps (jitted.fxn), not the jitted function",
+        )
+
+
+def realize() -> BackendUnsupportedError:
+    return refuse(
+        "the forward realizes a tensor (Tensor.realize, .numpy(), .item(), .tolist()) while it is "
+        "captured; every value is realized once after the forward returns",
+        "tinygrad_mid_capture_realize",
+        "return a pure lazy tinygrad expression: move the realize or the read out of the traced call",
+    )
+
+
+def assign(what: str) -> BackendUnsupportedError:
+    return refuse(
+        f"the forward mutates a tensor ({what}) while it is captured; replay would see the new value",
+        "tinygrad_assign",
+        "compute a new tensor instead of writing into one (x = x + y, Tensor.where for masked writes)",
+    )
+
+
+def jit() -> BackendUnsupportedError:
+    return refuse(
+        "a TinyJit-wrapped function runs inside the captured forward; its kernels bypass the lazy graph",
+        "tinyjit_execution",
+        "call the function the TinyJit wraps (jitted.fxn) inside the traced forward",
+    )
+
+
+def rng() -> BackendUnsupportedError:
+    return refuse(
+        "the forward draws random numbers (Tensor.rand, randn, dropout in training mode); replay "
+        "would draw them again",
+        "rng_state_in_graph",
+        "draw the random tensor outside the traced call and pass it in, or set Tensor.training = False",
+    )
+
+
+def option(message: str, remedy: str) -> BackendUnsupportedError:
+    return refuse(message, "option_unsupported", remedy)

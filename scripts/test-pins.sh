@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The pinned leg: each preview framework's tests on the version the spec pins, in a virtual
+# environment of its own (.venv-pins/<framework>), with the torchlens package built into it.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+python="${PYTHON:-python3}"
+venv="$root/.venv-pins/tinygrad"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "tinygrad==0.13.0" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
+"$root/scripts/setup-clang.sh"
+"$venv/bin/python" -m pip install --quiet "$root"
+cd "$root/host-python/tests"
+"$venv/bin/python" -m pytest -q -rs -m tinygrad test_tinygrad_*.py

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench benchmark-python benchmark-cli
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -87,6 +87,18 @@ bench: component
 ## names a Python that has torchlens 2.36.1 installed).
 benchmark-python: python-package
 	$(PYTHON) benchmarks/torch_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
+## benchmark-memory: peak memory above a plain forward and time of a full trace against
+## one-layer save= selections (resnet18 batch 8, a GPT-style transformer), each in a fresh process.
+benchmark-memory: python-package
+	$(PYTHON) benchmarks/selective_memory.py
+
+## benchmark-tinygrad: tinygrad capture cost per op against a plain realized call.
+benchmark-tinygrad: python-package
+	$(PYTHON) benchmarks/tinygrad_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
+## bench-all: every benchmark above (minutes; not part of `test`).
+bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-cli
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

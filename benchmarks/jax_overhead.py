@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
-from reference_process import measure_in_reference_python
+from measurement import measure_in_reference_python, timed
 
 
 def _normal(seed: int, shape: tuple) -> jax.Array:
@@ -108,17 +106,6 @@ def functions():
         ("chain_1000", chain, chain_args()),
         ("scan_rnn_16", scan_rnn, scan_args()),
     ]
-
-
-def timed(run, repeats: int) -> float:
-    """Median seconds of ``repeats`` runs after one warm-up."""
-    run()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def _plain(fn, args):

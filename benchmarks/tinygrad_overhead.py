@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
-from reference_process import measure_in_reference_python
+from measurement import measure_in_reference_python, timed
 from tinygrad import Tensor
 
 
@@ -86,17 +84,6 @@ def functions():
         ("attention", Attention(), _normal(3, (2, 8, 32))),
         ("chain_200", chain, _normal(4, (64,))),
     ]
-
-
-def timed(run, repeats: int) -> float:
-    """Median seconds of ``repeats`` runs after one warm-up (which compiles the kernels)."""
-    run()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def measure(repeats: int, reference: bool) -> dict:

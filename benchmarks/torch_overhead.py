@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
 import torch.nn as nn
-from reference_process import measure_in_reference_python
+from measurement import measure_in_reference_python, timed
 
 
 def mlp() -> nn.Module:
@@ -83,17 +81,6 @@ def models():
         ("small_transformer", SmallTransformer().eval(), torch.randint(0, 1000, (2, 32))),
         ("chain_1000_ops", Chain(), torch.randn(4)),
     ]
-
-
-def timed(run, repeats: int) -> float:
-    """Median seconds of ``repeats`` runs after one warm-up."""
-    run()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def measure_ours(repeats: int) -> dict:

@@ -15,9 +15,9 @@
 //! Module addresses are resolved here to the adapter's own module ids, so the adapter never
 //! matches addresses itself.
 
-use super::{split_call_suffix, Selector, SelectorClass, SelectorNode};
+use super::{split_call_suffix, Selector, SelectorNode};
 use crate::build::naming;
-use crate::error::{CoreError, CoreResult, ErrorKind};
+use crate::error::CoreResult;
 use crate::events::ModuleId;
 use crate::model::Trace;
 
@@ -86,15 +86,7 @@ impl LivePlan {
         trace: &Trace,
         module_ids: impl Iterator<Item = (ModuleId, u32)> + Clone,
     ) -> CoreResult<Self> {
-        selector.validate()?;
-        if selector.class() == SelectorClass::ValueDependent {
-            return Err(CoreError::new(
-                ErrorKind::InvalidSelector,
-                "selector_value_dependent_in_plan",
-                "a value-dependent selector cannot be decided from metadata during capture",
-                "use static selectors for live decisions, or evaluate the predicate on the host",
-            ));
-        }
+        super::plan::check_plannable(selector)?;
         let module_term = |text: &str| {
             let (address, call) = split_call_suffix(text);
             let answers = |index: u32| {

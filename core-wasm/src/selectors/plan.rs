@@ -14,6 +14,21 @@ use super::{split_call_suffix, Selector, SelectorClass, SelectorNode};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::model::{OpId, Trace};
 
+/// Checks that a selector is well formed and can be decided without values (what every plan
+/// needs): a value-dependent one is refused with `selector_value_dependent_in_plan`.
+pub(super) fn check_plannable(selector: &Selector) -> CoreResult<()> {
+    selector.validate()?;
+    if selector.class() == SelectorClass::ValueDependent {
+        return Err(CoreError::new(
+            ErrorKind::InvalidSelector,
+            "selector_value_dependent_in_plan",
+            "a value-dependent selector cannot be decided from metadata during capture",
+            "use static selectors for live decisions, or evaluate the predicate on the host",
+        ));
+    }
+    Ok(())
+}
+
 /// The plan's verdict on one op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
@@ -41,15 +56,7 @@ impl CapturePlan {
     /// Compiles a selector. Value-dependent selectors cannot be planned by the core (it never
     /// sees values); the adapter must evaluate those itself or refuse them.
     pub fn compile(selector: Selector) -> CoreResult<Self> {
-        selector.validate()?;
-        if selector.class() == SelectorClass::ValueDependent {
-            return Err(CoreError::new(
-                ErrorKind::InvalidSelector,
-                "selector_value_dependent_in_plan",
-                "a value-dependent selector cannot be decided from metadata during capture",
-                "use static selectors for live decisions, or evaluate the predicate on the host",
-            ));
-        }
+        check_plannable(&selector)?;
         let boundaries = selector
             .nodes
             .iter()

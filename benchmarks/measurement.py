@@ -1,0 +1,35 @@
+"""What the benchmark scripts share: timing a call, and running a script's reference
+measurement in another interpreter (the one with the reference implementation installed) and
+reading back its JSON, so both sides run in one invocation on the same machine state."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from typing import Callable
+
+
+def timed(run: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``repeats`` runs after one warm-up (which also compiles what a lazy
+    framework compiles on first use)."""
+    run()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def measure_in_reference_python(reference_python: str, script: str, repeats: int) -> dict:
+    """Runs ``script --mode reference --repeats N`` under ``reference_python``; the script's
+    last line of output is its JSON measurement."""
+    completed = subprocess.run(
+        [reference_python, script, "--mode", "reference", "--repeats", str(repeats)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(completed.stdout.strip().splitlines()[-1])

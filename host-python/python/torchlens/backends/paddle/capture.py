@@ -1,0 +1,360 @@
+"""One capture of a Paddle dygraph model. Every public kernel of ``paddle._C_ops`` (where each
+Paddle Python API ends), the C++ tensor operators and ``paddle.nn.Layer.__call__`` are wrapped
+for the duration of the call (owner thread only, always removed). Each wrapped call that is not
+inside another wrapped call emits one independent record: its tensor arguments are its parents,
+each tensor it returns is an output. Refused calls raise before they run (see ``refusals.py``).
+
+Tensors are tagged ``(capture serial, value id)`` while the capture runs; a tensor with no tag
+of this capture read by an op is a parameter, a layer buffer or a constant from outside the
+forward (kept as a parentless ``constant`` op with a copied payload). An op that returns the
+exact tensor object it was given is an alias of it (no new op)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import paddle
+
+from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+
+from . import inventory, refusals
+from .dtypes import neutral_name
+
+#: Attribute that carries ``(capture serial, value id)`` on a tensor while a capture runs.
+ID_ATTRIBUTE = "_torchlens_id"
+
+_SERIALS = itertools.count(1)
+
+Tensor = paddle.Tensor
+
+#: Containers of layers (recorded as container modules, like torch's ModuleList).
+_CONTAINERS = (paddle.nn.LayerList, paddle.nn.LayerDict)
+
+
+def tensors_of(value: Any) -> List[Any]:
+    """Tensors of a returned structure, in order (nested tuples, lists and dicts)."""
+    if isinstance(value, Tensor):
+        return [value]
+    found: List[Any] = []
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            found.extend(tensors_of(item))
+    elif isinstance(value, dict):
+        for item in value.values():
+            found.extend(tensors_of(item))
+    return found
+
+
+def op_name(name: str) -> str:
+    """The recorded function name of a wrapped call: the kernel name, or an operator without its
+    underscores (``__add__`` → ``add``, ``_getitem_dygraph`` → ``getitem``)."""
+    if name == "_getitem_dygraph":
+        return "getitem"
+    return name.strip("_")
+
+
+class Walk:
+    """The layer tree of a root ``paddle.nn.Layer``: every layer once, with all its addresses
+    (a layer reachable under several attributes is one module with aliases)."""
+
+    def __init__(self, root: Any) -> None:
+        self.addresses: Dict[int, List[str]] = {}
+        self.layers: List[Tuple[str, Any]] = []
+        self._visit("", root)
+
+    def _visit(self, prefix: str, layer: Any) -> None:
+        known = self.addresses.get(id(layer))
+        if known is not None:
+            known.append(prefix or "self")
+            return
+        self.addresses[id(layer)] = [prefix or "self"]
+        self.layers.append((prefix, layer))
+        for name, child in layer._sub_layers.items():
+            if child is not None:
+                self._visit(f"{prefix}.{name}" if prefix else name, child)
+
+
+class Recorder:
+    """State of one Paddle capture around a session (the real capture session, or a shadow one
+    for the gradient pass)."""
+
+    def __init__(self, session: Any, patches: Any) -> None:
+        self.serial = next(_SERIALS)
+        self.session = session
+        self.patches = patches
+        #: Nesting of wrapped calls: only the outermost call records.
+        self.depth = 0
+        self.module_ids: Dict[int, int] = {}
+        self.buffer_addresses: Dict[int, str] = {}
+        #: Value id → parameter tensor (replay reads the live parameter).
+        self.params: Dict[int, Any] = {}
+        self.param_dtypes: Dict[int, str] = {}
+        #: Value id → every recorded value (runtime-only: replay reads these whatever save= keeps).
+        self.values: Dict[int, Any] = {}
+        #: Value id → how replay re-runs the op that produced it.
+        self.records: Dict[int, ReplayRecord] = {}
+        #: Called on every op output before the caller sees it: ``(func, value id, value) ->
+        #: value`` (live edits); None when the capture edits nothing.
+        self.on_output: Optional[Callable[[str, int, Any], Any]] = None
+        #: Called after each module call exits: ``(module id, value ids)``.
+        self.on_exit: Optional[Callable[[int, List[int]], None]] = None
+        self.aliases = 0
+
+    # ---- ids ---------------------------------------------------------------------------------
+
+    def tag(self, tensor: Any) -> int:
+        value_id = self.session.new_value_id()
+        setattr(tensor, ID_ATTRIBUTE, (self.serial, value_id))
+        return value_id
+
+    def tag_lasting(self, tensor: Any) -> int:
+        """Tags a tensor that outlives the capture (parameter, buffer, input, output): the tag
+        comes off when the capture ends."""
+        self.patches.on_exit(lambda: tensor.__dict__.pop(ID_ATTRIBUTE, None))
+        return self.tag(tensor)
+
+    def known_id(self, tensor: Any) -> Optional[int]:
+        tag = getattr(tensor, ID_ATTRIBUTE, None)
+        return tag[1] if tag is not None and tag[0] == self.serial else None
+
+    def quiet(self) -> Any:
+        """A block in which the wrappers pass through (copies and host reads the capture makes
+        itself)."""
+        recorder = self
+
+        class _Quiet:
+            def __enter__(self) -> None:
+                recorder.depth += 1
+
+            def __exit__(self, *exc: Any) -> None:
+                recorder.depth -= 1
+
+        return _Quiet()
+
+    def id_of(self, tensor: Any) -> int:
+        value_id = self.known_id(tensor)
+        if value_id is not None:
+            return value_id
+        # Not produced inside the forward: a layer buffer, or a constant from outside.
+        value_id = self.tag_lasting(tensor)
+        with self.quiet():
+            copy = tensor.detach().clone()
+        self.values[value_id] = copy
+        shape, dtype = tuple(tensor.shape), neutral_name(tensor.dtype)
+        address = self.buffer_addresses.get(id(tensor))
+        if address is not None:
+            self.session.buffer(address, value_id, copy, shape, dtype)
+        else:
+            self.session.constant(value_id, copy, shape, dtype)
+        return value_id
+
+    def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
+        value_id = self.id_of(tensor)
+        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
+
+    # ---- model structure ----------------------------------------------------------------------
+
+    def declare_layers(self, model: Any) -> None:
+        """Declares every layer of a root Layer (shared ones once, with all their addresses), its
+        parameters and buffers. The root is module 0, ``self``."""
+        walk = Walk(model)
+        session = self.session
+        for _prefix, layer in walk.layers:
+            module_id = len(self.module_ids)
+            self.module_ids[id(layer)] = module_id
+            session.module(
+                module_id,
+                walk.addresses[id(layer)],
+                type(layer).__name__,
+                isinstance(layer, _CONTAINERS),
+                bool(layer.training),
+            )
+        seen = set()
+        for prefix, layer in walk.layers:
+            dotted = f"{prefix}." if prefix else ""
+            module_id = self.module_ids[id(layer)]
+            for name, param in layer._parameters.items():
+                if param is None or id(param) in seen:
+                    continue
+                seen.add(id(param))
+                self.param(dotted + name, module_id, param)
+            for name, buffer in layer._buffers.items():
+                if buffer is not None:
+                    self.buffer_addresses.setdefault(id(buffer), dotted + name)
+
+    def param(self, address: str, module_id: int, param: Any) -> int:
+        value_id = self.tag_lasting(param)
+        self.params[value_id] = param
+        dtype = neutral_name(param.dtype)
+        self.param_dtypes[value_id] = dtype
+        self.session.param(value_id, address, module_id, tuple(param.shape), dtype, not param.stop_gradient)
+        return value_id
+
+    def input(self, name: str, tensor: Any) -> Optional[int]:
+        if self.known_id(tensor) is not None:
+            return self.known_id(tensor)
+        value_id = self.tag_lasting(tensor)
+        self.values[value_id] = tensor
+        self.session.input(name, value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
+        return value_id
+
+    def module_id(self, layer: Any) -> int:
+        module_id = self.module_ids.get(id(layer))
+        if module_id is None:
+            # A layer built during the forward (or not reachable from the root): its own address.
+            module_id = len(self.module_ids) if self.module_ids else 1
+            while module_id in self.module_ids.values():
+                module_id += 1
+            self.module_ids[id(layer)] = module_id
+            address = f"{type(layer).__name__.lower()}_unregistered_{module_id}"
+            self.session.module(module_id, [address], type(layer).__name__, False, bool(layer.training))
+        return module_id
+
+    # ---- wrappers -----------------------------------------------------------------------------
+
+    def install(self, patches: Any) -> None:
+        """Wraps the kernels, the tensor methods and ``Layer.__call__`` for this capture."""
+        from paddle import _C_ops
+
+        surface = inventory.live()
+        for name in surface["c_ops"]:
+            patches.wrap(_C_ops, name, self._op_wrapper(name))
+        for name in surface["c_ops_in_place"]:
+            patches.wrap(_C_ops, name, self._refusing(lambda name=name: refusals.in_place(f"_C_ops.{name}")))
+        for name in surface["c_ops_rng"]:
+            if name in inventory.RNG_UNLESS_TEST:
+                patches.wrap(_C_ops, name, self._op_wrapper(name, rng_unless_test=True))
+            else:
+                patches.wrap(_C_ops, name, self._refusing(lambda name=name: refusals.rng(name)))
+        for name in surface["tensor_ops"]:
+            patches.wrap(Tensor, name, self._op_wrapper(name))
+        for name in surface["tensor_in_place"]:
+            patches.wrap(Tensor, name, self._refusing(lambda name=name: refusals.in_place(f"Tensor.{name}")))
+        for name in surface["tensor_escapes"]:
+            patches.wrap(Tensor, name, self._refusing(lambda name=name: refusals.escape(f"Tensor.{name}")))
+        for name in inventory.TENSOR_QUIET:
+            patches.wrap(Tensor, name, self._quiet_wrapper)
+        patches.wrap(paddle.nn.Layer, "__call__", self._layer_wrapper)
+
+    def _refusing(self, error: Callable[[], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        recorder = self
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def refused(*args: Any, **kwargs: Any) -> Any:
+                if recorder.depth:
+                    return original(*args, **kwargs)
+                raise error()
+
+            return refused
+
+        return make
+
+    def _quiet_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        def quiet(*args: Any, **kwargs: Any) -> Any:
+            with recorder.quiet():
+                return original(*args, **kwargs)
+
+        return quiet
+
+    def _op_wrapper(self, name: str, rng_unless_test: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        recorder = self
+        func = op_name(name)
+        batch_norm = name == "batch_norm"
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapped(*args: Any, **kwargs: Any) -> Any:
+                if recorder.depth:
+                    return original(*args, **kwargs)
+                if rng_unless_test and not (len(args) > 3 and args[3] is True):
+                    raise refusals.rng(f"{name} in training mode")
+                if batch_norm and not (len(args) > 5 and args[5] is True):
+                    raise refusals.training_composite("batch_norm")
+                recorder.depth += 1
+                try:
+                    out = original(*args, **kwargs)
+                finally:
+                    recorder.depth -= 1
+                return recorder.record(func, original, args, kwargs, out)
+
+            return wrapped
+
+        return make
+
+    def _layer_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        def call(layer: Any, *args: Any, **kwargs: Any) -> Any:
+            if recorder.depth:
+                return original(layer, *args, **kwargs)
+            module_id = recorder.module_id(layer)
+            recorder.session.enter(module_id)
+            output = original(layer, *args, **kwargs)
+            recorder.exit(module_id, output)
+            return output
+
+        return call
+
+    def exit(self, module_id: int, output: Any) -> None:
+        """A module call returns ``output``."""
+        known = [(value_id, tensor) for tensor in tensors_of(output) if (value_id := self.known_id(tensor)) is not None]
+        ids = [value_id for value_id, _ in known]
+        self.session.exit(module_id, ids, [tensor for _, tensor in known])
+        if self.on_exit is not None:
+            self.on_exit(module_id, ids)
+
+    # ---- ops ----------------------------------------------------------------------------------
+
+    def record(self, func: str, call: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
+        """Records one op and returns what the caller sees (a live edit may replace outputs)."""
+        results = tensors_of(out)
+        if not results:
+            return out
+        single = isinstance(out, Tensor)
+        inputs = {id(argument) for argument in args if isinstance(argument, Tensor)}
+        inputs.update(id(argument) for argument in kwargs.values() if isinstance(argument, Tensor))
+        fresh = []
+        for index, result in enumerate(results):
+            if id(result) in inputs and self.known_id(result) is not None:
+                self.aliases += 1  # the op handed back its input object: an alias, not a new op
+                continue
+            if not result._is_initialized():
+                continue  # an empty placeholder output (batch_norm's reserve space in eval mode)
+            fresh.append((index, result))
+        if not fresh:
+            return out
+        parents, template, keyword_template = argument_template(args, kwargs, Tensor, self.reference)
+        outputs = []
+        for index, result in fresh:
+            value_id = self.tag(result)
+            self.values[value_id] = result
+            outputs.append((value_id, result, tuple(result.shape), neutral_name(result.dtype)))
+            self.records[value_id] = ReplayRecord(
+                call, func, template, keyword_template, None if single else index
+            )
+        self.session.op(func, parents, outputs)
+        if self.on_output is None:
+            return out
+        return self._edited(func, out, outputs)
+
+    def _edited(self, func: str, out: Any, outputs: List[Tuple[int, Any, Any, str]]) -> Any:
+        replaced: Dict[int, Any] = {}
+        for value_id, value, _shape, _dtype in outputs:
+            new = self.on_output(func, value_id, value)
+            if new is not value:
+                replaced[id(value)] = new
+        if not replaced:
+            return out
+        return _substitute(out, replaced)
+
+
+def _substitute(value: Any, replaced: Dict[int, Any]) -> Any:
+    if isinstance(value, Tensor):
+        return replaced.get(id(value), value)
+    if isinstance(value, tuple):
+        return tuple(_substitute(item, replaced) for item in value)
+    if isinstance(value, list):
+        return [_substitute(item, replaced) for item in value]
+    return value

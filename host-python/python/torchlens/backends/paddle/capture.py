@@ -32,6 +32,30 @@ Tensor = paddle.Tensor
 _CONTAINERS = (paddle.nn.LayerList, paddle.nn.LayerDict)
 
 
+class _Recordable(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        return isinstance(value, Tensor) and value._is_initialized()
+
+
+class Recordable(metaclass=_Recordable):
+    """What counts as a tensor argument of an op: an initialized ``paddle.Tensor`` (kernels take
+    empty placeholder tensors, such as an LSTM's dropout state, which hold no value)."""
+
+
+#: Kernels that return internal tensors next to their result (saved statistics, reserve
+#: space): only these output positions (among the returned tensors) are recorded.
+PRIMARY_OUTPUTS = {
+    "batch_norm": (0,),
+    "sync_batch_norm": (0,),
+    "layer_norm": (0,),
+    "instance_norm": (0,),
+    "group_norm": (0,),
+    "dropout": (0,),
+    "rrelu": (0,),
+    "rnn": (0, 2, 3),
+}
+
+
 def tensors_of(value: Any) -> List[Any]:
     """Tensors of a returned structure, in order (nested tuples, lists and dicts)."""
     if isinstance(value, Tensor):
@@ -218,15 +242,21 @@ class Recorder:
         from paddle import _C_ops
 
         surface = inventory.live()
+        makers: Dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {}
         for name in surface["c_ops"]:
-            patches.wrap(_C_ops, name, self._op_wrapper(name))
+            makers[name] = self._op_wrapper(name)
         for name in surface["c_ops_in_place"]:
-            patches.wrap(_C_ops, name, self._refusing(lambda name=name: refusals.in_place(f"_C_ops.{name}")))
+            makers[name] = self._refusing(lambda name=name: refusals.in_place(f"_C_ops.{name}"))
         for name in surface["c_ops_rng"]:
             if name in inventory.RNG_UNLESS_TEST:
-                patches.wrap(_C_ops, name, self._op_wrapper(name, rng_unless_test=True))
+                makers[name] = self._op_wrapper(name, rng_unless_test=True)
             else:
-                patches.wrap(_C_ops, name, self._refusing(lambda name=name: refusals.rng(name)))
+                makers[name] = self._refusing(lambda name=name: refusals.rng(name))
+        # The same kernels under the names Paddle's Python modules bound them to at import.
+        for module, attribute, name in inventory.rebound():
+            patches.wrap(module, attribute, makers[name])
+        for name, make in makers.items():
+            patches.wrap(_C_ops, name, make)
         for name in surface["tensor_ops"]:
             patches.wrap(Tensor, name, self._op_wrapper(name))
         for name in surface["tensor_in_place"]:
@@ -316,7 +346,10 @@ class Recorder:
         inputs = {id(argument) for argument in args if isinstance(argument, Tensor)}
         inputs.update(id(argument) for argument in kwargs.values() if isinstance(argument, Tensor))
         fresh = []
+        primary = PRIMARY_OUTPUTS.get(func)
         for index, result in enumerate(results):
+            if primary is not None and index not in primary:
+                continue
             if id(result) in inputs and self.known_id(result) is not None:
                 self.aliases += 1  # the op handed back its input object: an alias, not a new op
                 continue
@@ -325,7 +358,7 @@ class Recorder:
             fresh.append((index, result))
         if not fresh:
             return out
-        parents, template, keyword_template = argument_template(args, kwargs, Tensor, self.reference)
+        parents, template, keyword_template = argument_template(args, kwargs, Recordable, self.reference)
         outputs = []
         for index, result in fresh:
             value_id = self.tag(result)

@@ -141,6 +141,40 @@ def live() -> Dict[str, List[str]]:
     }
 
 
+#: Modules whose copies of the kernels are not called in dygraph mode (PIR and decomposition).
+_REBOUND_SKIPPED = ("paddle._pir_ops", "paddle.base.libpaddle", "paddle.decomposition", "paddle.incubate.autograd", "paddle.pir")
+
+_rebound_cache: Dict[str, object] = {"modules": -1, "found": []}
+
+
+def rebound() -> List[tuple]:
+    """Where Paddle's Python modules hold a kernel of ``paddle._C_ops`` under their own name
+    (``paddle.tensor.matmul`` is ``_C_ops.matmul`` itself): ``(module, attribute, kernel)``.
+    Those are wrapped too. Rescanned when the set of loaded modules changed."""
+    from paddle import _C_ops
+
+    loaded = len(sys.modules)
+    if _rebound_cache["modules"] == loaded:
+        return _rebound_cache["found"]  # type: ignore[return-value]
+    kernels = {id(getattr(_C_ops, name)): name for name in _op_names()}
+    found = []
+    for module_name, module in list(sys.modules.items()):
+        if (
+            module is None
+            or module is _C_ops
+            or not module_name.startswith("paddle")
+            or module_name.startswith(_REBOUND_SKIPPED)
+        ):
+            continue
+        for attribute, value in list(getattr(module, "__dict__", {}).items()):
+            name = kernels.get(id(value))
+            if name is not None:
+                found.append((module, attribute, name))
+    _rebound_cache["modules"] = loaded
+    _rebound_cache["found"] = found
+    return found
+
+
 def snapshot() -> Dict[str, object]:
     """The shipped snapshot (``inventory.json``)."""
     with open(SNAPSHOT, encoding="utf-8") as handle:

@@ -45,8 +45,9 @@ test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q -rs
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
-## tinygrad 0.13.0, in their own virtual environment (.venv-pins/tinygrad) with the package
-## built into it. `make test` runs the newest tinygrad from scripts/python-requirements.txt.
+## tinygrad 0.13.0, and the Paddle tests on paddlepaddle 3.3.1, each in its own virtual
+## environment (.venv-pins/<framework>) with the package built into it. `make test` runs the
+## newest releases from scripts/python-requirements.txt.
 test-pins: setup setup-python
 	./scripts/test-pins.sh
 

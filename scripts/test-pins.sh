@@ -4,6 +4,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-python3}"
+
+# tinygrad: the spec pins 0.13.0.
 venv="$root/.venv-pins/tinygrad"
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
@@ -12,5 +14,14 @@ fi
 "$venv/bin/python" -m pip install --quiet "tinygrad==0.13.0" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
 "$root/scripts/setup-clang.sh"
 "$venv/bin/python" -m pip install --quiet "$root"
-cd "$root/host-python/tests"
-"$venv/bin/python" -m pytest -q -rs -m tinygrad test_tinygrad_*.py
+(cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m tinygrad test_tinygrad_*.py)
+
+# Paddle: the spec pins 3.3.1 (CPU wheel); its tests import no other framework.
+venv="$root/.venv-pins/paddle"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "paddlepaddle==3.3.1" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
+"$venv/bin/python" -m pip install --quiet "$root"
+(cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m paddle test_paddle_*.py)

@@ -95,6 +95,9 @@ class PaddleAdapter(BackendProtocol):
                     "grad_options for the Paddle backend must be tl.backends.paddle.GradOptions",
                     "pass tl.backends.paddle.GradOptions(loss_fn=..., input_grad_argnums=(0,))",
                 )
+            from .grads import check_options
+
+            check_options(grad_options, request.args)
             if request.interventions or request.stop_after is not None:
                 raise refusals.option(
                     "grad_options cannot be combined with intervene= or stop_after=",

@@ -69,16 +69,22 @@ def _loss(options: GradOptions, output: Any) -> Any:
     return loss
 
 
-def _chosen_inputs(args: tuple, options: GradOptions) -> Tuple[list, List[Tuple[str, Any]]]:
-    """The call's arguments with each chosen input replaced by a differentiable detached copy."""
-    call_args = list(args)
-    chosen: List[Tuple[str, Any]] = []
+def check_options(options: GradOptions, args: tuple) -> None:
+    """Refuses input positions that are not floating Tensor arguments, before anything runs."""
     for position in options.input_grad_argnums:
         if position >= len(args) or not _floating(args[position]):
             raise refusals.value_invalid(
                 f"input_grad_argnums names position {position}, which is not a floating paddle.Tensor argument",
                 "name the positions of floating Tensor inputs, for example input_grad_argnums=(0,)",
             )
+
+
+def _chosen_inputs(args: tuple, options: GradOptions) -> Tuple[list, List[Tuple[str, Any]]]:
+    """The call's arguments with each chosen input replaced by a differentiable detached copy."""
+    call_args = list(args)
+    chosen: List[Tuple[str, Any]] = []
+    check_options(options, args)
+    for position in options.input_grad_argnums:
         copy = args[position].detach()
         copy.stop_gradient = False
         call_args[position] = copy

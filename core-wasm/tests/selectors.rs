@@ -425,3 +425,53 @@ fn a_value_a_matched_call_returns_without_computing_it_is_selected_at_the_exit()
         assert!(!expected.is_empty());
     }
 }
+
+#[test]
+fn rules_answer_op_by_op_and_wait_for_a_calls_exit() {
+    use torchlens_core::recorder::EventRecorder;
+    let mut recorder = EventRecorder::keeping_payloads();
+    let root = recorder.module(&["self"], "Net");
+    let block = recorder.module(&["block"], "Block");
+    let x = recorder.input("x", &[2, 4]);
+    recorder.enter(root);
+    recorder.enter(block);
+    let inner = recorder.op("relu", &[x], &[2, 4]);
+    let events_inside = recorder.events.len();
+    recorder.exit(block, &[inner]);
+    let events = recorder.events;
+    let mut session = CaptureSession::new(TraceOptions::default(), None);
+    let by_func = session.add_rule(leaf(Node::Func("relu".into()))).unwrap();
+    let by_label = session
+        .add_rule(leaf(Node::Label("relu_1_2".into())))
+        .unwrap();
+    let by_boundary = session
+        .add_rule(leaf(Node::Module("block".into())))
+        .unwrap();
+    session.ingest(events[..events_inside].to_vec()).unwrap();
+    assert_eq!(session.rule_matches(by_func, inner).unwrap(), Some(true));
+    assert_eq!(session.rule_matches(by_label, inner).unwrap(), Some(true));
+    assert_eq!(session.rule_matches(by_boundary, inner).unwrap(), None);
+    session.ingest(events[events_inside..].to_vec()).unwrap();
+    assert_eq!(
+        session.rule_matches(by_boundary, inner).unwrap(),
+        Some(true)
+    );
+    assert_eq!(session.rule_matches(by_boundary, x).unwrap(), Some(false));
+    assert_eq!(
+        session.rule_matches(9, inner).unwrap_err().code,
+        "rule_unknown"
+    );
+    assert_eq!(
+        session.rule_matches(by_func, 12345).unwrap_err().code,
+        "events_unknown_rule_value"
+    );
+    let refused = session
+        .add_rule(Selector::leaf(Node::Where(0)))
+        .unwrap_err();
+    assert_eq!(refused.code, "selector_value_dependent_in_plan");
+    assert!(!session
+        .rule_live_plan(by_boundary)
+        .unwrap()
+        .nodes
+        .is_empty());
+}

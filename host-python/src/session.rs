@@ -264,6 +264,38 @@ impl Session {
             .transpose()
     }
 
+    /// Registers a rule (a static selector arena asked about op by op); returns its index.
+    fn add_rule(&mut self, py: Python<'_>, selector: &Bound<'_, PyAny>) -> PyResult<u32> {
+        let handle = self.handle()?;
+        let selector = crate::convert::selector(selector)?;
+        self.instance
+            .borrow_mut()
+            .add_rule(handle, &selector)
+            .py_result(py)
+    }
+
+    /// A rule compiled for the hot path against the modules sent so far: `(nodes, root)` as
+    /// `live_plan` returns.
+    fn rule_plan<'py>(&mut self, py: Python<'py>, rule: u32) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle()?;
+        let plan = self
+            .instance
+            .borrow_mut()
+            .rule_plan(handle, rule)
+            .py_result(py)?;
+        crate::convert::live_plan(py, plan)
+    }
+
+    /// Whether a rule matches the op that produced `value` as far as the events sent so far
+    /// tell (send pending events first with `flush`); None while they cannot.
+    fn rule_matches(&mut self, py: Python<'_>, rule: u32, value: u64) -> PyResult<Option<bool>> {
+        let handle = self.handle()?;
+        self.instance
+            .borrow_mut()
+            .rule_matches(handle, rule, value)
+            .py_result(py)
+    }
+
     /// Marks the capture as possibly incomplete.
     fn mark_unverified(&mut self, py: Python<'_>, reason: String) -> PyResult<()> {
         let handle = self.handle()?;

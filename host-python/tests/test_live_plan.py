@@ -93,3 +93,33 @@ def test_module_boundary_terms_name_the_calls_they_match():
 def test_the_core_normalizes_function_names_for_the_plan():
     assert core().op_type("__iadd__") == "add"
     assert core().op_type("layer_norm") == "layernorm"
+
+
+def test_rules_answer_at_the_op_ask_the_core_for_labels_and_wait_for_exits():
+    """A capture driven by hand through the real session: rules registered before the forward
+    answer op by op the way an adapter's live edit or early stop asks."""
+    from torchlens.adapter_kit import CaptureRequest, CaptureSession, SaveRequest
+    from torchlens.options import CaptureOptions
+
+    request = CaptureRequest(
+        spec=None, model=None, args=(), kwargs={}, options=CaptureOptions(), save=SaveRequest()
+    )
+    with CaptureSession(request) as session:
+        session.module(0, ["self"], "Net", False, False)
+        session.module(1, ["block"], "Block", False, False)
+        by_func = session.rule(tl.func("relu"))
+        by_label = session.rule(tl.label("tanh_1_3"))
+        by_boundary = session.rule(tl.module("block"))
+        session.input("x", 1, None, (2,), "float32")
+        session.enter(1)
+        session.op("relu", [(1, 0)], [(2, None, (2,), "float32")], keep=False)
+        assert by_func.at_op("relu", 2) is True
+        assert by_label.at_op("relu", 2) is False
+        assert by_boundary.at_op("relu", 2) is None
+        assert by_boundary.waits_for_exits and not by_func.waits_for_exits
+        session.op("tanh", [(2, 0)], [(3, None, (2,), "float32")], keep=False)
+        assert by_label.at_op("tanh", 3) is True
+        session.exit(1, [3])
+        assert by_boundary.at_exit([3]) == [3]
+        assert by_func.at_exit([3]) == []
+        session.abort()

@@ -219,6 +219,40 @@ impl CoreInstance {
         self.call(|core, store| core.capture_session().call_live_plan(store, session))
     }
 
+    /// Registers a rule in a session; returns its index.
+    pub fn add_rule(
+        &mut self,
+        session: ResourceAny,
+        selector: &wit::Selector,
+    ) -> Result<u32, HostError> {
+        self.call(|core, store| {
+            core.capture_session()
+                .call_add_rule(store, session, selector)
+        })
+    }
+
+    /// A session rule compiled for the adapter's hot path.
+    pub fn rule_plan(
+        &mut self,
+        session: ResourceAny,
+        rule: u32,
+    ) -> Result<wit::LivePlan, HostError> {
+        self.call(|core, store| core.capture_session().call_rule_plan(store, session, rule))
+    }
+
+    /// Whether a session rule matches the op that produced `value` (None while unknown).
+    pub fn rule_matches(
+        &mut self,
+        session: ResourceAny,
+        rule: u32,
+        value: u64,
+    ) -> Result<Option<bool>, HostError> {
+        self.call(|core, store| {
+            core.capture_session()
+                .call_rule_matches(store, session, rule, value)
+        })
+    }
+
     /// The core's normalized type of a function name.
     pub fn op_type(&mut self, func_name: &str) -> Result<String, HostError> {
         self.call_infallible(|core, store| core.call_op_type(store, func_name))

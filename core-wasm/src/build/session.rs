@@ -6,10 +6,13 @@
 //! inserts for undeclared reads cannot shift its bookkeeping.
 
 use super::TraceBuilder;
-use crate::error::CoreResult;
+use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::events::TensorId;
 use crate::model::{OpId, Trace, TraceOptions};
-use crate::selectors::{CapturePlan, Decision, LivePlan};
+use crate::selectors::{check_plannable, decide_op, CapturePlan, Decision, LivePlan, Selector};
+
+/// Most rules one session holds (an `intervene=` list or a `stop_after=` is a handful).
+pub const MAX_RULES: usize = 1024;
 
 /// A live selection decision for one op, named by the adapter's id of the op's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +29,8 @@ pub struct ValueDecision {
 pub struct CaptureSession {
     builder: TraceBuilder,
     plan: Option<CapturePlan>,
+    /// Static selectors the adapter asks about op by op (`intervene=` and `stop_after=` rules).
+    rules: Vec<Selector>,
 }
 
 /// Keys op decisions by value; ops without a value of their own (outputs) are left out.
@@ -49,6 +54,7 @@ impl CaptureSession {
         Self {
             builder: TraceBuilder::new(options),
             plan,
+            rules: Vec::new(),
         }
     }
 
@@ -91,6 +97,52 @@ impl CaptureSession {
                 )
             })
             .transpose()
+    }
+
+    /// Registers a rule: a static selector the adapter asks about op by op (an `intervene=` or
+    /// `stop_after=` rule). Returns its index.
+    pub fn add_rule(&mut self, selector: Selector) -> CoreResult<u32> {
+        check_plannable(&selector)?;
+        if self.rules.len() >= MAX_RULES {
+            return Err(CoreError::new(
+                ErrorKind::LimitExceeded,
+                "rules_too_many",
+                format!("a capture holds at most {MAX_RULES} rules"),
+                "combine rules with | instead of registering one per op",
+            ));
+        }
+        self.rules.push(selector);
+        Ok((self.rules.len() - 1) as u32)
+    }
+
+    fn rule(&self, rule: u32) -> CoreResult<&Selector> {
+        self.rules.get(rule as usize).ok_or_else(|| {
+            CoreError::new(
+                ErrorKind::NotFound,
+                "rule_unknown",
+                format!("rule {rule} was never registered in this session"),
+                "register the rule with add-rule first and use the index it returned",
+            )
+        })
+    }
+
+    /// A rule compiled for the adapter's hot path against the modules declared so far.
+    pub fn rule_live_plan(&self, rule: u32) -> CoreResult<LivePlan> {
+        LivePlan::compile(
+            self.rule(rule)?,
+            self.builder.partial(),
+            self.builder.module_ids(),
+        )
+    }
+
+    /// Whether a rule matches the op that produced `value`, as far as the events ingested so far
+    /// tell (`None` while they cannot: an open call's outputs, ops still to come).
+    pub fn rule_matches(&self, rule: u32, value: TensorId) -> CoreResult<Option<bool>> {
+        let selector = self.rule(rule)?;
+        let op = self
+            .builder
+            .producing_op(value, "events_unknown_rule_value", "a rule query")?;
+        decide_op(self.builder.partial(), selector, op, false)
     }
 
     /// The builder, for marking the capture stopped or unverified.

@@ -198,6 +198,27 @@ impl GuestCaptureSession for SessionResource {
             .map_err(core_error)
     }
 
+    fn add_rule(&self, value: wit::Selector) -> Result<u32, wit::CoreError> {
+        let mut session = self.session.borrow_mut();
+        let session = session.as_mut().ok_or_else(finished_session_error)?;
+        session.add_rule(selector(value)).map_err(core_error)
+    }
+
+    fn rule_plan(&self, rule: u32) -> Result<wit::LivePlan, wit::CoreError> {
+        let session = self.session.borrow();
+        let session = session.as_ref().ok_or_else(finished_session_error)?;
+        session
+            .rule_live_plan(rule)
+            .map(convert::live_plan)
+            .map_err(core_error)
+    }
+
+    fn rule_matches(&self, rule: u32, value: u64) -> Result<Option<bool>, wit::CoreError> {
+        let session = self.session.borrow();
+        let session = session.as_ref().ok_or_else(finished_session_error)?;
+        session.rule_matches(rule, value).map_err(core_error)
+    }
+
     fn finish(session: CaptureSession) -> Result<(Trace, Vec<wit::Decision>), wit::CoreError> {
         let resource: SessionResource = session.into_inner();
         let session = resource

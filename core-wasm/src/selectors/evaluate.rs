@@ -12,6 +12,25 @@ pub struct WhereResult {
     pub matched: Vec<OpId>,
 }
 
+/// Whether `selector` matches op `op` of a trace still being built (`complete` false) or
+/// finished: `None` while the events so far cannot tell (an open call's outputs, ops to come).
+pub fn decide_op(
+    trace: &Trace,
+    selector: &Selector,
+    op: OpId,
+    complete: bool,
+) -> CoreResult<Option<bool>> {
+    let context = Context {
+        trace,
+        complete,
+        where_results: &[],
+    };
+    let (value, known) = context
+        .node(selector, selector.root, op, op.saturating_add(1))?
+        .at(op);
+    Ok(known.then_some(value))
+}
+
 /// Facts the evaluation may rely on.
 pub(crate) struct Context<'a> {
     pub trace: &'a Trace,

@@ -13,10 +13,10 @@ mod live;
 mod plan;
 mod truth;
 
-pub use evaluate::{evaluate, WhereResult};
+pub use evaluate::{decide_op, evaluate, WhereResult};
 pub use expression::{parse_expression, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_DEPTH};
 pub use live::{LiveNode, LivePlan, ModuleTerm};
-pub use plan::{CapturePlan, Decision};
+pub use plan::{check_plannable, CapturePlan, Decision};
 
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use serde::{Deserialize, Serialize};

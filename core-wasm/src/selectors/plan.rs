@@ -16,7 +16,7 @@ use crate::model::{OpId, Trace};
 
 /// Checks that a selector is well formed and can be decided without values (what every plan
 /// needs): a value-dependent one is refused with `selector_value_dependent_in_plan`.
-pub(super) fn check_plannable(selector: &Selector) -> CoreResult<()> {
+pub fn check_plannable(selector: &Selector) -> CoreResult<()> {
     selector.validate()?;
     if selector.class() == SelectorClass::ValueDependent {
         return Err(CoreError::new(

@@ -15,7 +15,7 @@ The answer is a Kleene value with a reason when it is unknown:
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 REJECTED = 0
 SELECTED = 1
@@ -192,3 +192,55 @@ def compile_live_plan(plan: Optional[Tuple[Sequence[tuple], int]]) -> Optional[L
         return None
     nodes, root = plan
     return LivePlan(nodes, root, OpTypes.of)
+
+
+class LiveRule:
+    """A static selector decided op by op while the capture runs: what an ``intervene=`` or
+    ``stop_after=`` rule needs to act on an op as it happens. Made by
+    :meth:`CaptureSession.rule <torchlens.adapter_kit.CaptureSession.rule>`.
+
+    ``at_op`` answers from the op's own record where the plan can (no call into the core); a
+    label or look-back term sends the pending events and asks the core, which knows the op's
+    label as soon as it has the op. A module boundary term (``tl.module``) is only decided when
+    the call exits: ``at_op`` returns None and ``at_exit`` names the outputs it matches."""
+
+    def __init__(self, session: Any, index: int) -> None:
+        self._session = session
+        self._index = index
+        self._plan: Optional[LivePlan] = None
+        self._generation = -1
+
+    def _current_plan(self) -> LivePlan:
+        session = self._session
+        if self._plan is None or self._generation != session.module_generation:
+            session.flush()  # the core compiles against the modules it has
+            nodes, root = session.native.rule_plan(self._index)
+            self._plan = LivePlan(nodes, root, OpTypes.of)
+            self._generation = session.module_generation
+        return self._plan
+
+    @property
+    def waits_for_exits(self) -> bool:
+        """Whether a module boundary term can make the rule match at a call's exit."""
+        return bool(self._current_plan().boundaries)
+
+    def at_op(self, func_name: str, value_id: int) -> Optional[bool]:
+        """Whether the rule matches the op that just produced ``value_id`` (report it with
+        ``session.op`` first); None when only an enclosing call's exit can decide."""
+        session = self._session
+        answer = self._current_plan().decide(func_name, session.open_calls, True)
+        if answer == SELECTED:
+            return True
+        if answer == REJECTED:
+            return False
+        if not answer & (WAIT_CORE | WAIT_WINDOW):
+            return None
+        session.flush()
+        return session.native.rule_matches(self._index, value_id)
+
+    def at_exit(self, value_ids: Sequence[int]) -> List[int]:
+        """The outputs of the call that just exited (report it with ``session.exit`` first)
+        that the rule matches."""
+        session = self._session
+        session.flush()
+        return [value_id for value_id in value_ids if session.native.rule_matches(self._index, value_id)]

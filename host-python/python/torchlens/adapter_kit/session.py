@@ -31,6 +31,7 @@ from .live_plan import (
     WAIT_EXIT,
     WAIT_WINDOW,
     LivePlan,
+    LiveRule,
     compile_live_plan,
 )
 from .request import CaptureRequest
@@ -94,6 +95,8 @@ class CaptureSession:
         self._call_counts: Dict[int, int] = {}
         self._depth = 1
         self._root_module: Optional[int] = None
+        #: Bumped on every module declaration: compiled plans name modules by id.
+        self.module_generation = 0
         self._root_entered = False
         self._next_value = 1
         self._unsent = 0
@@ -117,6 +120,7 @@ class CaptureSession:
         self._native.module(module_id, addresses, class_name, container, training)
         if addresses and addresses[0] == "self":
             self._root_module = module_id
+        self.module_generation += 1
         if self._selector is not None:
             # The plan names modules by id: one declared now needs a fresh plan.
             self._plan_stale = True
@@ -236,6 +240,22 @@ class CaptureSession:
                 self.payloads.pop(value_id, None)
         else:
             self._undecided[value_id] = answer  # the core answers with the next batch
+
+    def rule(self, selector: Any) -> LiveRule:
+        """A static selector to decide op by op during this capture (an ``intervene=`` or
+        ``stop_after=`` rule); declare the modules first. See :class:`LiveRule`."""
+        self.flush()
+        return LiveRule(self, self._native.add_rule(selector.arena()))
+
+    @property
+    def native(self) -> Any:
+        """The core's session (for the kit's own helpers)."""
+        return self._native
+
+    @property
+    def open_calls(self) -> Dict[int, List[int]]:
+        """Module id → the call numbers open now (``ROOT_CALL`` for the root call)."""
+        return self._open_calls
 
     def enter(self, module_id: int) -> None:
         """A module call starts."""

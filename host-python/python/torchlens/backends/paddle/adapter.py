@@ -14,7 +14,7 @@ refusals.check_import_order()
 import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches  # noqa: E402
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest  # noqa: E402
 from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime  # noqa: E402
 from torchlens.errors import PayloadModifiedError  # noqa: E402
@@ -119,9 +119,9 @@ class PaddleAdapter(BackendProtocol):
             from .edits import LiveEdits
 
             edits = LiveEdits(request, self)
-        versions: dict = {}
         with CaptureSession(request) as session, Patches() as patches:
             recorder = Recorder(session, patches)
+            versions = recorder.versions
 
             def hold(value_id: int, value: Any) -> Any:
                 versions[value_id] = value._inplace_version()
@@ -154,7 +154,7 @@ class PaddleAdapter(BackendProtocol):
                 except _stop_signal() as signal:
                     stopped, output = True, signal
                 if not stopped:
-                    recorder.exit(0, output)
+                    output = recorder.exit(0, output)
             patches.restore_all()
             if stopped:
                 edits.finish_stopped(session, output)
@@ -168,7 +168,7 @@ class PaddleAdapter(BackendProtocol):
                 session.extra("provenance.paddle_aliases", str(recorder.aliases))
             runtime = PaddleRuntime(
                 records=recorder.records,
-                reference=self.reference_of(request),
+                reference=self.reference_of(request) if edits is None else self._edited_reference(request),
                 params=recorder.params,
                 param_dtypes=recorder.param_dtypes,
                 values=recorder.values,
@@ -185,6 +185,16 @@ class PaddleAdapter(BackendProtocol):
 
             trace.autograd = derive(trace, grad_options)
         return trace
+
+    def _edited_reference(self, request: CaptureRequest) -> Any:
+        """What an edited trace's outputs are compared with: the same call run again with the
+        same edit rules (an independent capture, nothing shared with this one)."""
+
+        def rerun() -> List[Any]:
+            again = self.capture(dataclasses.replace(request, save=SaveRequest("all"), facets=None))
+            return [op.out for op in again.outputs]
+
+        return rerun
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         with paddle.no_grad():

@@ -124,6 +124,10 @@ class Recorder:
         #: Called after each module call exits: ``(module id, value ids)``.
         self.on_exit: Optional[Callable[[int, List[int]], None]] = None
         self.aliases = 0
+        #: Value id → inplace version of the payload when it was held.
+        self.versions: Dict[int, int] = {}
+        #: Module id → its primary address.
+        self.addresses: Dict[int, str] = {0: "self"}
 
     # ---- ids ---------------------------------------------------------------------------------
 
@@ -173,6 +177,19 @@ class Recorder:
             self.session.constant(value_id, copy, shape, dtype)
         return value_id
 
+    def adopt(self, value_id: int, tensor: Any) -> None:
+        """``tensor`` replaces the value ``value_id`` (a live edit): it carries the id, is the
+        value replay and the payload read, and is what flows downstream."""
+        setattr(tensor, ID_ATTRIBUTE, (self.serial, value_id))
+        self.values[value_id] = tensor
+        if value_id in self.session.payloads:
+            self.versions[value_id] = tensor._inplace_version()
+            self.session.replace_payload(value_id, tensor)
+
+    def module_stack(self, session: Any) -> List[str]:
+        """Addresses of the module calls open now, outermost first."""
+        return [self.addresses.get(module_id, str(module_id)) for module_id, calls in session.open_calls.items() if calls and module_id in self.addresses and module_id != 0]
+
     def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
         value_id = self.id_of(tensor)
         return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
@@ -187,6 +204,7 @@ class Recorder:
         for _prefix, layer in walk.layers:
             module_id = len(self.module_ids)
             self.module_ids[id(layer)] = module_id
+            self.addresses[module_id] = walk.addresses[id(layer)][0]
             session.module(
                 module_id,
                 walk.addresses[id(layer)],
@@ -232,6 +250,7 @@ class Recorder:
                 module_id += 1
             self.module_ids[id(layer)] = module_id
             address = f"{type(layer).__name__.lower()}_unregistered_{module_id}"
+            self.addresses[module_id] = address
             self.session.module(module_id, [address], type(layer).__name__, False, bool(layer.training))
         return module_id
 
@@ -322,18 +341,24 @@ class Recorder:
             module_id = recorder.module_id(layer)
             recorder.session.enter(module_id)
             output = original(layer, *args, **kwargs)
-            recorder.exit(module_id, output)
-            return output
+            return recorder.exit(module_id, output)
 
         return call
 
-    def exit(self, module_id: int, output: Any) -> None:
-        """A module call returns ``output``."""
+    def exit(self, module_id: int, output: Any) -> Any:
+        """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
+        may replace outputs)."""
         known = [(value_id, tensor) for tensor in tensors_of(output) if (value_id := self.known_id(tensor)) is not None]
         ids = [value_id for value_id, _ in known]
-        self.session.exit(module_id, ids, [tensor for _, tensor in known])
-        if self.on_exit is not None:
-            self.on_exit(module_id, ids)
+        values = [tensor for _, tensor in known]
+        self.session.exit(module_id, ids, values)
+        if self.on_exit is None:
+            return output
+        replaced = self.on_exit(module_id, ids, values)
+        if not replaced:
+            return output
+        by_object = {id(tensor): replaced[value_id] for value_id, tensor in known if value_id in replaced}
+        return _substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
 

@@ -36,11 +36,13 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("paddle", "3.3", "3.4", "3.3.1", "paddle"),
     array_modules=("paddle",),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, derived_grads=True),
+    capabilities=package_capabilities(save_selected=True, derived_grads=True, intervene=True, stop_after=True),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.paddle.adapter:PaddleAdapter.capture"),
         "derived_grads": implemented_by("torchlens.backends.paddle.grads:derive"),
+        "intervene": implemented_by("torchlens.backends.paddle.edits:LiveEdits"),
+        "stop_after": implemented_by("torchlens.backends.paddle.edits:LiveEdits"),
     },
     option_values={
         "module_identity_mode": ("function_root", "object_module"),

@@ -169,6 +169,7 @@ class LiveEdits:
         #: Value id → (the rule, the value before the edit): what replay checks.
         self.fired: dict = {}
         self.steps = 0
+        self._fired_at_exit: set = set()
 
     def attach(self, session: Any, recorder: Any) -> None:
         """Compiles the rules against the declared modules and hooks the recorder."""
@@ -225,9 +226,12 @@ class LiveEdits:
         value id."""
         replaced: dict = {}
         by_id = dict(zip(value_ids, values))
-        for rule, condition in self.rules:
+        for index, (rule, condition) in enumerate(self.rules):
             if condition.at_exit_only:
                 for value_id in condition.at_exit(value_ids):
+                    if (index, value_id) in self._fired_at_exit:
+                        continue  # an enclosing call returns the same value: it fired already
+                    self._fired_at_exit.add((index, value_id))
                     replaced[value_id] = self._fire(rule, value_id, replaced.get(value_id, by_id[value_id]))
         if self.stop is not None and self.stop.at_exit_only:
             matched = self.stop.at_exit(value_ids)

@@ -148,10 +148,11 @@ def test_every_refusal_code_has_a_test_or_an_unbuilt_owner():
             # JAX's own codes are triggered in test_jax_refusals.py, tinygrad's in
             # test_tinygrad_refusals.py, Paddle's in test_paddle_refusals.py.
             assert (
-                code in TRIGGERS or code in JAX_TRIGGERS or code in tinygrad_triggers or code in paddle_triggers
-            ), (
-                f"{code} (owner {owner}) has no test that triggers it"
-            )
+                code in TRIGGERS
+                or code in JAX_TRIGGERS
+                or code in tinygrad_triggers
+                or code in paddle_triggers
+            ), f"{code} (owner {owner}) has no test that triggers it"
         else:
             assert owner in UNBUILT_OWNERS, f"{code} has an unknown owner {owner!r}"
 

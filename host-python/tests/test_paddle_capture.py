@@ -141,7 +141,7 @@ def test_a_payload_written_in_place_after_the_capture_is_refused():
     relu = trace.ops[2]
     relu.out.add_(paddle.ones_like(relu.out))  # bumps the tensor's inplace version
     with pytest.raises(PayloadModifiedError):
-        trace[relu.label].out
+        _ = trace[relu.label].out
     assert trace.validation_replay_status.state == "failed"
 
 
@@ -198,7 +198,9 @@ def test_nothing_stays_installed_after_a_capture():
     tl.trace(model, x, backend="paddle")
     assert {name: id(getattr(_C_ops, name)) for name in dir(_C_ops)} == before
     assert paddle.nn.Layer.__call__ is call and sys.modules["paddle.tensor.linalg"].matmul is _C_ops.matmul
-    assert not hasattr(x, "_torchlens_id") and not any(hasattr(p, "_torchlens_id") for p in model.parameters())
+    assert not hasattr(x, "_torchlens_id") and not any(
+        hasattr(p, "_torchlens_id") for p in model.parameters()
+    )
 
 
 def test_routing_never_imports_paddle_and_refuses_after_tensorflow():
@@ -225,6 +227,8 @@ assert "paddle" not in sys.modules
 print("ok")
 """
     env = dict(os.environ)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("ok")

@@ -62,7 +62,9 @@ def test_callable_predicates_and_actions_equal_hand_made_edits():
         seen.append(context)
         return context.func_name == "linear" and context.address == "fc2"
 
-    edited = tl.trace(model, x, backend="paddle", intervene=tl.when(predicate, lambda value: value * 0.5 + 1.0))
+    edited = tl.trace(
+        model, x, backend="paddle", intervene=tl.when(predicate, lambda value: value * 0.5 + 1.0)
+    )
     hand = F.relu(x + (model.fc2(F.relu(model.fc1(x))) * 0.5 + 1.0))
     np.testing.assert_allclose(edited.outputs[0].out.numpy(), hand.numpy(), rtol=1e-5, atol=1e-6)
     assert [op.label for op in edited.ops if op.is_edited] == ["linear_2_4"]
@@ -113,7 +115,9 @@ def test_stop_after_leaves_later_code_unexecuted():
 
 def test_module_rules_fire_once_at_the_call_exit_and_unions_work():
     model, x = _mlp()
-    edited = tl.trace(model, x, backend="paddle", intervene=tl.when(tl.module("0") | tl.module("2"), tl.scale(2.0)))
+    edited = tl.trace(
+        model, x, backend="paddle", intervene=tl.when(tl.module("0") | tl.module("2"), tl.scale(2.0))
+    )
     assert [op.label for op in edited.ops if op.is_edited] == ["linear_1_2", "linear_2_4"]
     assert all(len(op.fire_records) == 1 for op in edited.ops if op.is_edited)
     hand = model[2](model[1](model[0](x) * 2.0)) * 2.0
@@ -207,5 +211,10 @@ def test_unsupported_edit_requests_refuse_before_the_model_runs(code):
 def test_gradient_site_interventions_refuse():
     model, x = _mlp()
     with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(model, x, backend="paddle", intervene=tl.when(tl.func("relu"), tl.zero_ablate(), direction="backward"))
+        tl.trace(
+            model,
+            x,
+            backend="paddle",
+            intervene=tl.when(tl.func("relu"), tl.zero_ablate(), direction="backward"),
+        )
     assert caught.value.code == "capability_unsupported"

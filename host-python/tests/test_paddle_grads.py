@@ -37,7 +37,9 @@ def test_leaf_derived_grads_equal_paddle_grad(build, shape):
     expected = _by_hand(model, x, loss_fn)
     assert set(trace.autograd.derived_grads) == set(expected)
     for key, grad in expected.items():
-        np.testing.assert_allclose(trace.autograd.derived_grads[key].numpy(), grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            trace.autograd.derived_grads[key].numpy(), grad.numpy(), rtol=1e-5, atol=1e-6
+        )
     assert trace.autograd.has_backward_pass is False
     assert x.stop_gradient and all(param.grad is None for param in model.parameters())
 
@@ -87,4 +89,6 @@ def test_a_diverging_gradient_pass_exposes_nothing():
 def test_too_many_intermediate_grads_refuse():
     options = tl.backends.paddle.GradOptions(intermediate_grads=True, max_intermediate_grads=1)
     with pytest.raises(LimitExceededError):
-        tl.trace(_fixed(Mlp()).eval(), _input(2, 6), backend="paddle", capture=CaptureOptions(grad_options=options))
+        tl.trace(
+            _fixed(Mlp()).eval(), _input(2, 6), backend="paddle", capture=CaptureOptions(grad_options=options)
+        )

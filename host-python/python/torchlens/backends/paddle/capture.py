@@ -188,7 +188,11 @@ class Recorder:
 
     def module_stack(self, session: Any) -> List[str]:
         """Addresses of the module calls open now, outermost first."""
-        return [self.addresses.get(module_id, str(module_id)) for module_id, calls in session.open_calls.items() if calls and module_id in self.addresses and module_id != 0]
+        return [
+            self.addresses.get(module_id, str(module_id))
+            for module_id, calls in session.open_calls.items()
+            if calls and module_id in self.addresses and module_id != 0
+        ]
 
     def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
         value_id = self.id_of(tensor)
@@ -308,7 +312,9 @@ class Recorder:
 
         return quiet
 
-    def _op_wrapper(self, name: str, rng_unless_test: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def _op_wrapper(
+        self, name: str, rng_unless_test: bool = False
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         recorder = self
         func = op_name(name)
         batch_norm = name == "batch_norm"
@@ -348,7 +354,11 @@ class Recorder:
     def exit(self, module_id: int, output: Any) -> Any:
         """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
         may replace outputs)."""
-        known = [(value_id, tensor) for tensor in tensors_of(output) if (value_id := self.known_id(tensor)) is not None]
+        known = [
+            (value_id, tensor)
+            for tensor in tensors_of(output)
+            if (value_id := self.known_id(tensor)) is not None
+        ]
         ids = [value_id for value_id, _ in known]
         values = [tensor for _, tensor in known]
         self.session.exit(module_id, ids, values)

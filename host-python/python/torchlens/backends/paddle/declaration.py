@@ -36,7 +36,9 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("paddle", "3.3", "3.4", "3.3.1", "paddle"),
     array_modules=("paddle",),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, derived_grads=True, intervene=True, stop_after=True),
+    capabilities=package_capabilities(
+        save_selected=True, derived_grads=True, intervene=True, stop_after=True
+    ),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.paddle.adapter:PaddleAdapter.capture"),

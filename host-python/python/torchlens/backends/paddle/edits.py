@@ -22,7 +22,9 @@ def apply_natively(adapter: Any, action: Any, value: Any) -> Any:
     elif isinstance(action, Add):
         delta = action.delta
         if not isinstance(delta, (int, float, paddle.Tensor)):
-            delta = adapter.from_numpy(_numpy(delta, adapter.to_numpy(value).dtype), adapter.neutral_dtype(value))
+            delta = adapter.from_numpy(
+                _numpy(delta, adapter.to_numpy(value).dtype), adapter.neutral_dtype(value)
+            )
         result = (value + delta).astype(value.dtype)
     elif isinstance(action, ReplaceWith):
         replacement = action.value() if callable(action.value) else action.value
@@ -244,7 +246,9 @@ class LiveEdits:
         with recorder.quiet():
             new = self.adapter.apply_action(rule.action, value)
             if not isinstance(new, paddle.Tensor):
-                raise TypeError(f"{rule.action.describe()} returned {type(new).__name__}, not a paddle.Tensor")
+                raise TypeError(
+                    f"{rule.action.describe()} returned {type(new).__name__}, not a paddle.Tensor"
+                )
             _shape_kept(rule.action.describe(), value, new)
             if new.dtype != value.dtype:
                 new = new.astype(value.dtype)

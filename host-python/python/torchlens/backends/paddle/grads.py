@@ -74,7 +74,8 @@ def check_options(options: GradOptions, args: tuple) -> None:
     for position in options.input_grad_argnums:
         if position >= len(args) or not _floating(args[position]):
             raise refusals.value_invalid(
-                f"input_grad_argnums names position {position}, which is not a floating paddle.Tensor argument",
+                f"input_grad_argnums names position {position}, which is not a floating "
+                "paddle.Tensor argument",
                 "name the positions of floating Tensor inputs, for example input_grad_argnums=(0,)",
             )
 
@@ -104,12 +105,8 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
     call_args, chosen = _chosen_inputs(args, options)
     targets = [(f"params.{address}", tensor) for address, tensor in params] + chosen
     loss = _loss(options, runtime.model(*call_args, **kwargs))
-    grads = (
-        paddle.grad([loss], [tensor for _, tensor in targets], allow_unused=True) if targets else []
-    )
-    autograd = Autograd(
-        {name: grad for (name, _), grad in zip(targets, grads) if grad is not None}
-    )
+    grads = paddle.grad([loss], [tensor for _, tensor in targets], allow_unused=True) if targets else []
+    autograd = Autograd({name: grad for (name, _), grad in zip(targets, grads) if grad is not None})
     if options.intermediate_grads:
         _intermediate(trace, options, autograd)
     return autograd

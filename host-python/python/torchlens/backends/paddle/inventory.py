@@ -142,7 +142,13 @@ def live() -> Dict[str, List[str]]:
 
 
 #: Modules whose copies of the kernels are not called in dygraph mode (PIR and decomposition).
-_REBOUND_SKIPPED = ("paddle._pir_ops", "paddle.base.libpaddle", "paddle.decomposition", "paddle.incubate.autograd", "paddle.pir")
+_REBOUND_SKIPPED = (
+    "paddle._pir_ops",
+    "paddle.base.libpaddle",
+    "paddle.decomposition",
+    "paddle.incubate.autograd",
+    "paddle.pir",
+)
 
 _rebound_cache: Dict[str, object] = {"modules": -1, "found": []}
 

@@ -60,8 +60,7 @@ def in_place(what: str) -> BackendUnsupportedError:
 
 def training_composite(what: str) -> BackendUnsupportedError:
     return refuse(
-        f"{what} runs in training mode inside the capture: it updates its running statistics "
-        "in place",
+        f"{what} runs in training mode inside the capture: it updates its running statistics in place",
         "paddle_in_place_mutation",
         "call model.eval() before tracing",
     )

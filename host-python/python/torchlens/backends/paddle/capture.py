@@ -277,9 +277,9 @@ class Recorder:
                 makers[name] = self._refusing(lambda name=name: refusals.rng(name))
         # The same kernels under the names Paddle's Python modules bound them to at import.
         for module, attribute, name in inventory.rebound():
-            patches.wrap(module, attribute, makers[name])
+            _wrap_fast(patches, module, attribute, makers[name])
         for name, make in makers.items():
-            patches.wrap(_C_ops, name, make)
+            _wrap_fast(patches, _C_ops, name, make)
         for name in surface["tensor_ops"]:
             patches.wrap(Tensor, name, self._op_wrapper(name))
         for name in surface["tensor_in_place"]:
@@ -416,6 +416,24 @@ class Recorder:
         if not replaced:
             return out
         return _substitute(out, replaced)
+
+
+def _wrap_fast(patches: Any, owner: Any, name: str, make: Callable[..., Any]) -> None:
+    """``Patches.wrap`` without copying the original's metadata (a capture wraps a few thousand
+    kernels): the owner thread gets the wrapper, every other thread the original."""
+    import threading
+
+    original = getattr(owner, name)
+    wrapper = make(original)
+    owner_thread = patches.owner_thread
+    get_ident = threading.get_ident
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if get_ident() == owner_thread:
+            return wrapper(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    patches.replace(owner, name, dispatch)
 
 
 def _substitute(value: Any, replaced: Dict[int, Any]) -> Any:

@@ -125,8 +125,18 @@ def _op_names() -> List[str]:
     )
 
 
+_live_cache: Dict[str, List[str]] = {}
+
+
 def live() -> Dict[str, List[str]]:
-    """The surface of the installed Paddle, grouped as the snapshot groups it."""
+    """The surface of the installed Paddle, grouped as the snapshot groups it (read once per
+    process: the kernels are fixed when Paddle is built)."""
+    if not _live_cache:
+        _live_cache.update(_read_live())
+    return {key: list(value) for key, value in _live_cache.items()}
+
+
+def _read_live() -> Dict[str, List[str]]:
     import paddle
 
     names = _op_names()

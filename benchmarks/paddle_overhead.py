@@ -17,11 +17,10 @@ import os
 import sys
 
 import numpy as np
-from measurement import measure_in_reference_python, timed
-
 import paddle  # noqa: E402  (Paddle first: it must not be imported after TensorFlow)
 import paddle.nn as nn  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
+from measurement import measure_in_reference_python, timed
 
 
 def _normal(seed, shape):

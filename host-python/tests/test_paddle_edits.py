@@ -218,3 +218,34 @@ def test_gradient_site_interventions_refuse():
             intervene=tl.when(tl.func("relu"), tl.zero_ablate(), direction="backward"),
         )
     assert caught.value.code == "capability_unsupported"
+
+
+def test_label_composite_and_stacked_rules_on_an_lstm():
+    from paddle_models import battery
+
+    _, model, x = battery()[2]
+    by_label = tl.trace(model, x, backend="paddle", intervene=tl.when(tl.label("rnn_1_5"), tl.scale(0.0)))
+    assert [op.label for op in by_label.ops if op.is_edited] == ["rnn_1_5"]
+    assert not np.any(by_label["rnn_1_5"].out.numpy())
+    mixed = tl.trace(
+        model,
+        x,
+        backend="paddle",
+        intervene=tl.when(tl.in_module("head") & tl.where(lambda c: c.shape == (2, 2)), tl.add(1.0)),
+    )
+    assert [op.func_name for op in mixed.ops if op.is_edited] == ["linear"]
+    stacked = tl.trace(
+        model,
+        x,
+        backend="paddle",
+        intervene=[tl.when(tl.func("rnn"), tl.scale(2.0)), tl.when(tl.func("rnn"), tl.add(1.0))],
+    )
+    plain = tl.trace(model, x, backend="paddle")
+    for op in stacked.ops:
+        if op.func_name == "rnn":
+            assert [record.helper_name for record in op.fire_records] == ["scale(2.0)", "add(1.0)"]
+            np.testing.assert_allclose(op.out.numpy(), plain[op.label].out.numpy() * 2.0 + 1.0, rtol=1e-5)
+    for trace in (by_label, mixed, stacked):
+        assert trace.validate_forward_pass() is True
+    stopped = tl.trace(model, x, backend="paddle", stop_after=tl.label("rnn_1_5"), save=tl.func("rnn"))
+    assert stopped.is_stopped and [op.func_name for op in stopped.saved_ops] == ["rnn"] * 3

@@ -1,4 +1,5 @@
-"""Live edits on Paddle: applying edit actions natively on ``paddle.Tensor``."""
+"""Live edits on Paddle: edit actions applied natively on ``paddle.Tensor``, and the
+``intervene=`` / ``stop_after=`` rules decided as each concrete output leaves its wrapper."""
 
 from __future__ import annotations
 
@@ -79,8 +80,6 @@ class _Condition:
     selector made only of ``tl.module`` terms (a union of them) is decided at the call's exit."""
 
     def __init__(self, selector: Any, session: Any, what: str) -> None:
-        from torchlens.edits.rules import RecordContext  # noqa: F401  (the predicate's argument)
-
         kinds = _selector_kinds(selector, set())
         if "temporal" in kinds:
             raise _refuse(

@@ -223,6 +223,12 @@ except BackendUnsupportedError as error:
     assert error.code == "capability_unsupported" and "import paddle before tensorflow" in error.remedy
 else:
     raise AssertionError("no refusal")
+try:
+    tl.backends.paddle.GradOptions
+except BackendUnsupportedError as error:
+    assert error.code == "capability_unsupported"
+else:
+    raise AssertionError("no refusal")
 assert "paddle" not in sys.modules
 print("ok")
 """

@@ -19,4 +19,7 @@ def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(name)
+    from .refusals import check_import_order
+
+    check_import_order()  # Paddle crashes when first imported after TensorFlow
     return getattr(importlib.import_module(module, __name__), name)

@@ -238,3 +238,21 @@ print("ok")
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("ok")
+
+
+def test_captures_on_two_threads_each_record_their_own_model():
+    import threading
+
+    results = {}
+
+    def run(name, model, x):
+        results[name] = [tl.trace(model, x, backend="paddle").labels for _ in range(3)]
+
+    threads = [threading.Thread(target=run, args=case) for case in BATTERY[:2]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name, model, x in BATTERY[:2]:
+        expected = tl.trace(model, x, backend="paddle").labels
+        assert results[name] == [expected] * 3

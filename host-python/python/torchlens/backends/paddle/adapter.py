@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from typing import Any, List, Tuple
 
@@ -85,6 +86,12 @@ class PaddleAdapter(BackendProtocol):
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
+        # Captures on several threads take turns: each one patches the same module attributes
+        # (paddle._C_ops), and one finishing first would restore them under the other.
+        with _CAPTURE_LOCK:
+            return self._capture(request)
+
+    def _capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options
         if grad_options is not None:
@@ -254,6 +261,9 @@ class PaddleAdapter(BackendProtocol):
         if record.output_index is None:
             return result
         return tensors_of(result)[record.output_index]
+
+
+_CAPTURE_LOCK = threading.RLock()
 
 
 def _stop_signal() -> Any:

@@ -152,7 +152,7 @@ class _ShadowSession:
     def _ignore(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    module = param = input = constant = buffer = enter = exit = output = extra = _ignore
+    module = param = input = constant = buffer = enter = exit = output = extra = mark_unverified = _ignore
 
 
 def _unavailable(autograd: Autograd, code: str, detail: str) -> None:

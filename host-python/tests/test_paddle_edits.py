@@ -249,3 +249,16 @@ def test_label_composite_and_stacked_rules_on_an_lstm():
         assert trace.validate_forward_pass() is True
     stopped = tl.trace(model, x, backend="paddle", stop_after=tl.label("rnn_1_5"), save=tl.func("rnn"))
     assert stopped.is_stopped and [op.func_name for op in stopped.saved_ops] == ["rnn"] * 3
+
+
+def test_edited_and_stopped_traces_round_trip_through_tlspec(tmp_path):
+    model, x = _mlp()
+    edited = tl.trace(model, x, backend="paddle", intervene=tl.when(tl.func("relu"), tl.zero_ablate()))
+    edited.save(str(tmp_path / "edited.tlspec"))
+    loaded = tl.load(str(tmp_path / "edited.tlspec"))
+    assert [op.label for op in loaded.ops if op.is_edited] == ["relu_1_3"]
+    assert not np.any(loaded["relu_1_3"].out.numpy())
+    stopped = tl.trace(model, x, backend="paddle", stop_after=tl.func("relu"))
+    stopped.save(str(tmp_path / "stopped.tlspec"))
+    again = tl.load(str(tmp_path / "stopped.tlspec"))
+    assert again.is_stopped and again.labels == stopped.labels

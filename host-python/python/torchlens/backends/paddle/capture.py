@@ -71,11 +71,12 @@ def tensors_of(value: Any) -> List[Any]:
 
 
 def op_name(name: str) -> str:
-    """The recorded function name of a wrapped call: the kernel name, or an operator without its
-    underscores (``__add__`` → ``add``, ``_getitem_dygraph`` → ``getitem``)."""
+    """The recorded function name of a wrapped call: the kernel name, or the operator's dunder as
+    Python names it (the core folds ``__add__`` and ``__radd__`` onto ``add`` for selectors and
+    labels, as it does for torch); indexing is ``__getitem__``."""
     if name == "_getitem_dygraph":
-        return "getitem"
-    return name.strip("_")
+        return "__getitem__"
+    return name
 
 
 class Walk:

@@ -125,6 +125,10 @@ def test_an_op_returning_its_input_object_is_an_alias_not_a_new_op():
     assert [op.op_type for op in trace.ops if op.kind == "compute"] == ["relu", "mul"]
     assert trace.provenance.paddle_aliases == "1"
     assert trace.validate_forward_pass() is True
+    outside = paddle.ones([2, 2])
+    constant = tl.trace(lambda x: x * outside.contiguous(), paddle.ones([2, 2]), backend="paddle")
+    assert [op.kind for op in constant.ops].count("constant") == 1
+    assert not hasattr(outside, "_torchlens_id")
 
 
 def test_changing_a_saved_value_after_the_capture_fails_validation_and_names_that_op():

@@ -405,8 +405,11 @@ class Recorder:
         for index, result in enumerate(results):
             if primary is not None and index not in primary:
                 continue
-            if id(result) in inputs and self.known_id(result) is not None:
-                self.aliases += 1  # the op handed back its input object: an alias, not a new op
+            if id(result) in inputs:
+                # The op handed back its input object: an alias, not a new op (a tensor from
+                # outside the forward is declared as what it is, and its tag comes off after).
+                self.id_of(result)
+                self.aliases += 1
                 continue
             if not result._is_initialized():
                 continue  # an empty placeholder output (batch_norm's reserve space in eval mode)

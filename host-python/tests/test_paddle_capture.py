@@ -266,16 +266,3 @@ def test_captures_on_two_threads_each_record_their_own_model():
     for name, model, x in BATTERY[:2]:
         expected = tl.trace(model, x, backend="paddle").labels
         assert results[name] == [expected] * 3
-
-
-def test_a_kernel_no_wrapper_saw_marks_the_capture_unverified():
-    from paddle._C_ops import relu as bound_before_the_capture  # a user's own binding
-
-    def fn(x):
-        return bound_before_the_capture(x * 2) + 1.0
-
-    with pytest.warns(tl.errors.CaptureUnverifiedWarning):
-        trace = tl.trace(fn, paddle.ones([3]), backend="paddle")
-    assert not trace.capture_verified and trace.capture_reason == "unwrapped_op_in_capture"
-    clean = tl.trace(lambda x: F.relu(x * 2) + 1.0, paddle.ones([3]), backend="paddle")
-    assert clean.capture_verified

@@ -127,11 +127,6 @@ class Recorder:
         self.aliases = 0
         #: Value id → inplace version of the payload when it was held.
         self.versions: Dict[int, int] = {}
-        #: Number in the name of the last kernel output made before the forward (Paddle names
-        #: every kernel output ``eager_tmp_<n>`` from one counter): an untagged tensor with a
-        #: higher number came out of a kernel during the capture that no wrapper saw.
-        self.watermark: Optional[int] = None
-        self.unwrapped = False
         #: Module id → its primary address.
         self.addresses: Dict[int, str] = {0: "self"}
 
@@ -177,9 +172,6 @@ class Recorder:
         self.values[value_id] = copy
         shape, dtype = tuple(tensor.shape), neutral_name(tensor.dtype)
         address = self.buffer_addresses.get(id(tensor))
-        if address is None and not self.unwrapped and self._made_during_capture(tensor):
-            self.unwrapped = True
-            self.session.mark_unverified("unwrapped_op_in_capture")
         if address is not None:
             self.session.buffer(address, value_id, copy, shape, dtype)
         else:
@@ -202,13 +194,6 @@ class Recorder:
             for module_id, calls in session.open_calls.items()
             if calls and module_id in self.addresses and module_id != 0
         ]
-
-    def _made_during_capture(self, tensor: Any) -> bool:
-        name = getattr(tensor, "name", "") or ""
-        if self.watermark is None or not name.startswith("eager_tmp_"):
-            return False
-        suffix = name[len("eager_tmp_") :]
-        return suffix.isdigit() and int(suffix) > self.watermark
 
     def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
         value_id = self.id_of(tensor)
@@ -280,10 +265,6 @@ class Recorder:
         """Wraps the kernels, the tensor methods and ``Layer.__call__`` for this capture."""
         from paddle import _C_ops
 
-        probe = paddle.zeros([1])  # before any wrapper: reads the kernel-output counter
-        name = getattr(probe, "name", "") or ""
-        if name.startswith("eager_tmp_") and name[len("eager_tmp_") :].isdigit():
-            self.watermark = int(name[len("eager_tmp_") :])
         surface = inventory.live()
         makers: Dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {}
         for name in surface["c_ops"]:

@@ -108,6 +108,7 @@ class Recorder:
         self.serial = next(_SERIALS)
         self.session = session
         self.patches = patches
+        self.owner_thread = patches.owner_thread
         #: Nesting of wrapped calls: only the outermost call records.
         self.depth = 0
         self.module_ids: Dict[int, int] = {}
@@ -266,21 +267,27 @@ class Recorder:
         from paddle import _C_ops
 
         surface = inventory.live()
-        makers: Dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {}
-        for name in surface["c_ops"]:
-            makers[name] = self._op_wrapper(name)
-        for name in surface["c_ops_in_place"]:
-            makers[name] = self._refusing(lambda name=name: refusals.in_place(f"_C_ops.{name}"))
+        kinds: Dict[str, str] = dict.fromkeys(surface["c_ops"], "op")
+        kinds.update(dict.fromkeys(surface["c_ops_in_place"], "in_place"))
         for name in surface["c_ops_rng"]:
-            if name in inventory.RNG_UNLESS_TEST:
-                makers[name] = self._op_wrapper(name, rng_unless_test=True)
-            else:
-                makers[name] = self._refusing(lambda name=name: refusals.rng(name))
-        # The same kernels under the names Paddle's Python modules bound them to at import.
-        for module, attribute, name in inventory.rebound():
-            _wrap_fast(patches, module, attribute, makers[name])
-        for name, make in makers.items():
-            _wrap_fast(patches, _C_ops, name, make)
+            kinds[name] = "op_unless_test" if name in inventory.RNG_UNLESS_TEST else "rng"
+        # The kernels, and the same kernels under the names Paddle's Python modules bound them
+        # to at import: one dispatcher per attribute, made once per process, routing to the
+        # recorder of the capture running now.
+        targets = [(module, attribute, name) for module, attribute, name in inventory.rebound()]
+        targets.extend((_C_ops, name, name) for name in kinds)
+        for owner, attribute, name in targets:
+            current = getattr(owner, attribute)
+            key = (id(owner), attribute)
+            cached = _DISPATCHERS.get(key)
+            if cached is not None and current is cached[1]:
+                continue  # a capture on this thread already installed it (nested capture)
+            if cached is None or cached[0] is not current:
+                cached = (current, _kernel_dispatcher(current, kinds[name], name))
+                _DISPATCHERS[key] = cached
+            patches.replace(owner, attribute, cached[1])
+        _ACTIVE.append(self)
+        patches.on_exit(lambda: _ACTIVE.remove(self))
         for name in surface["tensor_ops"]:
             patches.wrap(Tensor, name, self._op_wrapper(name))
         for name in surface["tensor_in_place"]:
@@ -290,6 +297,25 @@ class Recorder:
         for name in inventory.TENSOR_QUIET:
             patches.wrap(Tensor, name, self._quiet_wrapper)
         patches.wrap(paddle.nn.Layer, "__call__", self._layer_wrapper)
+
+    def kernel(self, kind: str, name: str, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """One call of a wrapped kernel on the capturing thread."""
+        if self.depth:
+            return original(*args, **kwargs)
+        if kind == "in_place":
+            raise refusals.in_place(f"_C_ops.{name}")
+        if kind == "rng":
+            raise refusals.rng(name)
+        if kind == "op_unless_test" and not (len(args) > 3 and args[3] is True):
+            raise refusals.rng(f"{name} in training mode")
+        if name == "batch_norm" and not (len(args) > 5 and args[5] is True):
+            raise refusals.training_composite("batch_norm")
+        self.depth += 1
+        try:
+            out = original(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        return self.record(op_name(name), original, args, kwargs, out)
 
     def _refusing(self, error: Callable[[], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         recorder = self
@@ -313,21 +339,15 @@ class Recorder:
 
         return quiet
 
-    def _op_wrapper(
-        self, name: str, rng_unless_test: bool = False
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def _op_wrapper(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """The wrapper of a C++ tensor method that computes a new tensor."""
         recorder = self
         func = op_name(name)
-        batch_norm = name == "batch_norm"
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapped(*args: Any, **kwargs: Any) -> Any:
                 if recorder.depth:
                     return original(*args, **kwargs)
-                if rng_unless_test and not (len(args) > 3 and args[3] is True):
-                    raise refusals.rng(f"{name} in training mode")
-                if batch_norm and not (len(args) > 5 and args[5] is True):
-                    raise refusals.training_composite("batch_norm")
                 recorder.depth += 1
                 try:
                     out = original(*args, **kwargs)
@@ -422,22 +442,30 @@ class Recorder:
         return _substitute(out, replaced)
 
 
-def _wrap_fast(patches: Any, owner: Any, name: str, make: Callable[..., Any]) -> None:
-    """``Patches.wrap`` without copying the original's metadata (a capture wraps a few thousand
-    kernels): the owner thread gets the wrapper, every other thread the original."""
+#: Recorders of the captures running now (captures take turns across threads; a capture
+#: inside a traced forward stacks on the same thread). The kernel dispatchers route to the top.
+_ACTIVE: List[Recorder] = []
+
+#: (id(owner), attribute) → (the original kernel, its dispatcher), made once per process.
+_DISPATCHERS: Dict[Tuple[int, str], Tuple[Any, Callable[..., Any]]] = {}
+
+
+def _kernel_dispatcher(original: Callable[..., Any], kind: str, name: str) -> Callable[..., Any]:
+    """What a kernel attribute holds during a capture: the capturing thread's calls go to the
+    active recorder, every other thread (and any call with no capture running) to the kernel."""
     import threading
 
-    original = getattr(owner, name)
-    wrapper = make(original)
-    owner_thread = patches.owner_thread
     get_ident = threading.get_ident
+    active = _ACTIVE
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
-        if get_ident() == owner_thread:
-            return wrapper(*args, **kwargs)
+        if active:
+            recorder = active[-1]
+            if get_ident() == recorder.owner_thread:
+                return recorder.kernel(kind, name, original, args, kwargs)
         return original(*args, **kwargs)
 
-    patches.replace(owner, name, dispatch)
+    return dispatch
 
 
 def _substitute(value: Any, replaced: Dict[int, Any]) -> Any:

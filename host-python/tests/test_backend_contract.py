@@ -128,9 +128,9 @@ def _paddle_triggers():
     """The codes test_paddle_refusals.py triggers (none where Paddle is not installed)."""
     if importlib.util.find_spec("paddle") is None:
         return {}
-    from test_paddle_refusals import PADDLE_TRIGGERS
+    from test_paddle_refusals import PADDLE_TRIGGERS, TRIGGERED_ELSEWHERE
 
-    return PADDLE_TRIGGERS
+    return {**PADDLE_TRIGGERS, **TRIGGERED_ELSEWHERE}
 
 
 def test_every_refusal_code_has_a_test_or_an_unbuilt_owner():

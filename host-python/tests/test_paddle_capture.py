@@ -226,13 +226,13 @@ except BackendUnsupportedError as error:
 try:
     tl.trace(lambda x: x, 1.0, backend="paddle")
 except BackendUnsupportedError as error:
-    assert error.code == "capability_unsupported" and "import paddle before tensorflow" in error.remedy
+    assert error.code == "paddle_import_order" and "import paddle before tensorflow" in error.remedy
 else:
     raise AssertionError("no refusal")
 try:
     tl.backends.paddle.GradOptions
 except BackendUnsupportedError as error:
-    assert error.code == "capability_unsupported"
+    assert error.code == "paddle_import_order"
 else:
     raise AssertionError("no refusal")
 assert "paddle" not in sys.modules

@@ -176,7 +176,7 @@ REFUSED = {
     "followed_by_unsupported": lambda m, x: tl.trace(
         m, x, backend="paddle", stop_after=tl.followed_by(tl.func("linear"), tl.func("relu"))
     ),
-    "capability_unsupported": lambda m, x: tl.trace(
+    "edit_action_unsupported": lambda m, x: tl.trace(
         m, x, backend="paddle", intervene=tl.when(tl.func("relu"), tl.clamp(min=0.0))
     ),
     "option_unsupported": lambda m, x: tl.trace(
@@ -217,7 +217,7 @@ def test_gradient_site_interventions_refuse():
             backend="paddle",
             intervene=tl.when(tl.func("relu"), tl.zero_ablate(), direction="backward"),
         )
-    assert caught.value.code == "capability_unsupported"
+    assert caught.value.code == "gradient_site_intervention_unsupported"
 
 
 def test_label_composite_and_stacked_rules_on_an_lstm():

@@ -103,7 +103,16 @@ PADDLE_TRIGGERS = {
         lambda: _trace(_dropout_training),
         lambda: tl.trace(DROPOUT, paddle.ones([1, 6]), backend="paddle"),
     ],
-    "unwrapped_op_in_capture": [lambda: _trace(_item), lambda: _trace(_branches), lambda: _trace(_numpy)],
+    "paddle_value_escape": [lambda: _trace(_item), lambda: _trace(_branches), lambda: _trace(_numpy)],
+}
+
+#: Paddle codes refused before the model runs, triggered by tests of their own.
+TRIGGERED_ELSEWHERE = {
+    "paddle_static_graph": "test_paddle_refusals.py::test_a_static_graph_root_refuses_before_it_runs",
+    "paddle_import_order": "test_paddle_capture.py::test_routing_never_imports_paddle_and_refuses_after_tensorflow",
+    "gradient_site_intervention_unsupported": "test_paddle_edits.py::test_gradient_site_interventions_refuse",
+    "edit_action_unsupported": "test_paddle_edits.py::test_unsupported_edit_requests_refuse_before_the_model_runs",
+    "mixed_module_selector": "test_paddle_edits.py::test_unsupported_edit_requests_refuse_before_the_model_runs",
 }
 
 #: Capability and option refusals at the door, each with a Model() whose calls must stay 0.
@@ -199,7 +208,7 @@ def test_a_static_graph_root_refuses_before_it_runs():
 
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(paddle.jit.to_static(fn), _x(), backend="paddle")
-    assert caught.value.code == "capability_unsupported" and "dygraph" in caught.value.message
+    assert caught.value.code == "paddle_static_graph" and "dygraph" in caught.value.message
     assert not calls
 
 

@@ -154,13 +154,13 @@ class LiveEdits:
             if rule.direction == "backward":
                 raise _refuse(
                     "gradient-site interventions (direction='backward') need a captured backward pass",
-                    "capability_unsupported",
+                    "gradient_site_intervention_unsupported",
                     "edit forward values (leave direction unset), or use the PyTorch backend",
                 )
             if not isinstance(rule.action, _NATIVE_ACTIONS):
                 raise _refuse(
                     f"the {rule.action.describe()} helper has no Paddle implementation",
-                    "capability_unsupported",
+                    "edit_action_unsupported",
                     "use tl.zero_ablate, tl.scale, tl.add, tl.replace_with or a callable on paddle.Tensor",
                 )
         self.recorder: Any = None

@@ -3,8 +3,7 @@ run before the model is called; forward-time checks raise from the wrappers the 
 installs, before the refused call does anything (no tensor is written, no random number is
 drawn, no value leaves the graph).
 
-The closed set of refusal codes lives in the core; the codes used here for Paddle facts that
-have no code of their own are documented next to each helper."""
+The closed set of refusal codes lives in the core (``core-wasm/src/contract/codes.rs``)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,11 @@ from torchlens.errors import BackendUnsupportedError
 CODES = (
     "paddle_in_place_mutation",
     "rng_state_in_graph",
-    "unwrapped_op_in_capture",
+    "paddle_value_escape",
+    "paddle_static_graph",
+    "paddle_import_order",
+    "gradient_site_intervention_unsupported",
+    "edit_action_unsupported",
     "value_dependent_predicate",
     "option_unsupported",
     "option_value_invalid",
@@ -37,13 +40,13 @@ def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
 
 def check_import_order() -> None:
     """Paddle crashes (inside Paddle itself) when it is first imported after TensorFlow. The
-    backend never triggers that import: a request that would need it refuses first. Uses
-    ``capability_unsupported`` (the core has no dedicated code)."""
+    backend never triggers that import: a request that would need it refuses first
+    (``paddle_import_order``)."""
     if "paddle" not in sys.modules and "tensorflow" in sys.modules:
         raise refuse(
             "Paddle is not imported yet and TensorFlow is: importing Paddle after TensorFlow "
             "crashes inside Paddle, so the Paddle backend will not import it",
-            "capability_unsupported",
+            "paddle_import_order",
             "import paddle before tensorflow (at the top of the program), then trace again",
         )
 
@@ -77,11 +80,11 @@ def rng(what: str) -> BackendUnsupportedError:
 
 def escape(what: str) -> BackendUnsupportedError:
     """A tensor value leaves the graph as a Python scalar, array or branch decision: what is
-    computed from it is not attributed to any wrapped op (``unwrapped_op_in_capture``)."""
+    computed from it is not attributed to any wrapped op (``paddle_value_escape``)."""
     return refuse(
         f"the forward reads a tensor's value into Python ({what}) while it is captured; what it "
         "computes from that value would not be attributed to the tensor",
-        "unwrapped_op_in_capture",
+        "paddle_value_escape",
         "keep the computation in tensors (paddle.where instead of if, no .item()/.numpy()), or "
         "move the read out of the traced call",
     )
@@ -90,7 +93,7 @@ def escape(what: str) -> BackendUnsupportedError:
 def static_mode() -> BackendUnsupportedError:
     return refuse(
         "Paddle is in static-graph mode; the Paddle backend captures dygraph (eager) only",
-        "capability_unsupported",
+        "paddle_static_graph",
         "call paddle.disable_static() before tracing, and trace the dygraph Layer (not a "
         "paddle.jit.to_static function)",
     )

@@ -69,6 +69,11 @@ pub const CAPABILITIES: &[Capability] = &[
         "save gradients from a true backward",
     ),
     capability(
+        "backward_ready",
+        "backward_ready_unsupported",
+        "prepare the trace for a true backward capture",
+    ),
+    capability(
         "source_lines",
         "capability_unsupported",
         "record the source line of each op",

@@ -162,6 +162,11 @@ pub const REFUSAL_CODES: &[RefusalCode] = &[
         "save_grads= needs true backward capture",
     ),
     refusal(
+        "backward_ready_unsupported",
+        "preview",
+        "backward_ready=True needs true backward capture",
+    ),
+    refusal(
         "streaming_unsupported",
         "preview",
         "streaming capture is torch-only",

@@ -73,6 +73,8 @@ def capture_request(
         gate(spec, "streaming")
     if options.extra.get("save_grads"):
         gate(spec, "save_grads")
+    if options.backward_ready:
+        gate(spec, "backward_ready")
     for option, accepted in spec.option_values.items():
         value = getattr(options, option)
         if value is not None and value not in accepted:

@@ -26,6 +26,9 @@ class CaptureOptions:
     module_identity_mode: Optional[str] = None
     payload_policy: Optional[str] = None
     grad_options: Any = None
+    #: Prepare the trace for a true backward capture (the reference's name); refused with
+    #: ``backward_ready_unsupported`` where the backend has no backward capture.
+    backward_ready: bool = False
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

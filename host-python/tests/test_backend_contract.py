@@ -75,7 +75,9 @@ TRIGGERS = {
     "framework_not_installed": lambda model, x: tl.trace(model, x, backend="tf"),
     "backend_not_built": lambda model, x: tl.trace(model, x, backend="not-built-installed"),
     "option_value_invalid": lambda model, x: tl.trace(model, x, capture=CaptureOptions(jax_control_flow="?")),
-    "backward_ready_unsupported": lambda model, x: tl.trace(model, x, capture=CaptureOptions(backward_ready=True)),
+    "backward_ready_unsupported": lambda model, x: tl.trace(
+        model, x, capture=CaptureOptions(backward_ready=True)
+    ),
     "option_unsupported": lambda model, x: tl.trace(
         model, x, capture=CaptureOptions(module_identity_mode="pytree_module")
     ),

@@ -106,13 +106,25 @@ PADDLE_TRIGGERS = {
     "paddle_value_escape": [lambda: _trace(_item), lambda: _trace(_branches), lambda: _trace(_numpy)],
 }
 
-#: Paddle codes refused before the model runs, triggered by tests of their own.
+#: Paddle codes refused before the model runs, each triggered by a test of its own (file, test).
 TRIGGERED_ELSEWHERE = {
-    "paddle_static_graph": "test_paddle_refusals.py::test_a_static_graph_root_refuses_before_it_runs",
-    "paddle_import_order": "test_paddle_capture.py::test_routing_never_imports_paddle_and_refuses_after_tensorflow",
-    "gradient_site_intervention_unsupported": "test_paddle_edits.py::test_gradient_site_interventions_refuse",
-    "edit_action_unsupported": "test_paddle_edits.py::test_unsupported_edit_requests_refuse_before_the_model_runs",
-    "mixed_module_selector": "test_paddle_edits.py::test_unsupported_edit_requests_refuse_before_the_model_runs",
+    "paddle_static_graph": ("test_paddle_refusals.py", "test_a_static_graph_root_refuses_before_it_runs"),
+    "paddle_import_order": (
+        "test_paddle_capture.py",
+        "test_routing_never_imports_paddle_and_refuses_after_tensorflow",
+    ),
+    "gradient_site_intervention_unsupported": (
+        "test_paddle_edits.py",
+        "test_gradient_site_interventions_refuse",
+    ),
+    "edit_action_unsupported": (
+        "test_paddle_edits.py",
+        "test_unsupported_edit_requests_refuse_before_the_model_runs",
+    ),
+    "mixed_module_selector": (
+        "test_paddle_edits.py",
+        "test_unsupported_edit_requests_refuse_before_the_model_runs",
+    ),
 }
 
 #: Capability and option refusals at the door, each with a Model() whose calls must stay 0.

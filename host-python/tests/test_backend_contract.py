@@ -133,6 +133,9 @@ def _paddle_triggers():
         return {}
     from test_paddle_refusals import PADDLE_TRIGGERS, TRIGGERED_ELSEWHERE
 
+    for file, test in TRIGGERED_ELSEWHERE.values():
+        # A listed test must exist (the listing is checked, not trusted).
+        assert callable(getattr(importlib.import_module(file.removesuffix(".py")), test)), test
     return {**PADDLE_TRIGGERS, **TRIGGERED_ELSEWHERE}
 
 

@@ -1,0 +1,542 @@
+"""One capture of an MLX forward: wrap the ``mlx.core`` functions (``mx.fast`` and ``mx.linalg``
+too), the ``mx.array`` methods, operators and the ``T``/``mT`` properties, and the activation
+functions of ``mlx.nn`` for the owner thread; record each call as one op while the lazy graph
+is built; realize every recorded value in one ``mx.eval`` after the forward returns.
+
+Identity: MLX arrays are Python objects, so a value is known by ``id`` while the recorder keeps
+the object alive. An argument no wrapper produced is a constant (read from outside the forward)
+unless it was built inside the forward by ``mx.array(...)``, which no op produced: that
+ceilings the capture (``unwrapped_op_in_capture``). In-place operators and ``a[i] = v`` give the
+object a new value: the old value is kept as a copy and the object is known by the new one.
+
+Live edits (``intervene=``) and ``stop_after=`` run at the wrapper boundary: the wrapper holds
+each concrete (lazy) output before the caller sees it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import mlx.core as mx
+
+from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+
+from . import refusals
+from .dtypes import neutral_name
+
+#: ``mlx.core`` callables that are not array operations (or are refused transforms).
+NOT_OPS = frozenset(
+    {
+        "eval",
+        "async_eval",
+        "compile",
+        "grad",
+        "value_and_grad",
+        "vmap",
+        "jvp",
+        "vjp",
+        "checkpoint",
+        "custom_function",
+        "disable_compile",
+        "enable_compile",
+        "load",
+        "save",
+        "save_gguf",
+        "save_safetensors",
+        "savez",
+        "savez_compressed",
+        "synchronize",
+        "finfo",
+        "iinfo",
+        "issubdtype",
+        "isdtype",
+        "broadcast_shapes",
+        "result_type",
+        "can_cast",
+        "array",
+        "asarray",
+        "default_device",
+        "default_stream",
+        "stream",
+        "new_stream",
+        "new_thread_local_stream",
+        "new_thread_unsafe_stream",
+        "device_count",
+        "device_info",
+        "is_available",
+        "export_function",
+        "export_to_dot",
+        "exporter",
+        "import_function",
+        "printoptions",
+        "depends",
+        "einsum_path",
+    }
+)
+
+#: ``mx.array`` methods that read values out or are not array operations.
+NOT_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "at",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__complex__",
+        "__bytes__",
+        "__array__",
+        "__array_namespace__",
+        "__dlpack__",
+        "__dlpack_device__",
+        "__repr__",
+        "__str__",
+        "__format__",
+        "__hash__",
+        "__len__",
+        "__iter__",
+        "__getstate__",
+        "__setstate__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__copy__",
+        "__deepcopy__",
+        "__init__",
+        "__new__",
+        "__sizeof__",
+        "__getattribute__",
+        "__setattr__",
+        "__delattr__",
+        "__dir__",
+        "__init_subclass__",
+        "__subclasshook__",
+        "__class__",
+        "__eq__",
+        "__ne__",
+    }
+)
+
+#: Comparisons recorded under their op name (kept off NOT_METHODS's hash-related pair above:
+#: ``__eq__``/``__ne__`` are wrapped explicitly).
+COMPARISONS = {"__eq__": "eq", "__ne__": "ne"}
+
+#: ``mlx.nn`` activation functions recorded as one op under their own name (MLX compiles most
+#: of them, so their bodies run where no wrapper sees them).
+NN_ACTIVATIONS = (
+    "relu",
+    "relu6",
+    "leaky_relu",
+    "gelu",
+    "gelu_approx",
+    "gelu_fast_approx",
+    "silu",
+    "sigmoid",
+    "softplus",
+    "softsign",
+    "mish",
+    "elu",
+    "selu",
+    "celu",
+    "log_sigmoid",
+    "log_softmax",
+    "softmax",
+    "tanh",
+    "hardswish",
+    "hard_tanh",
+    "glu",
+    "prelu",
+    "step",
+    "softmin",
+)
+
+
+def method_func_name(name: str) -> str:
+    """The op name of an array method: ``__add__``/``__radd__``/``__iadd__`` log ``add``,
+    ``__getitem__`` logs ``getitem``, ``__setitem__`` logs ``setitem``."""
+    if name in COMPARISONS:
+        return COMPARISONS[name]
+    if name.startswith("__") and name.endswith("__"):
+        core = name[2:-2]
+        if core in ("getitem", "setitem"):
+            return core
+        if core.startswith("r") and core[1:] in _BINARY:
+            return core[1:]
+        if core.startswith("i") and core[1:] in _BINARY:
+            return core[1:]
+        return core
+    return name
+
+
+_BINARY = frozenset(
+    {
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "div",
+        "floordiv",
+        "mod",
+        "pow",
+        "matmul",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+    }
+)
+
+
+def shape_of(value: Any) -> Tuple[int, ...]:
+    return tuple(int(extent) for extent in value.shape)
+
+
+class Stop(Exception):
+    """Raised by a wrapper when ``stop_after=`` matched: nothing past the frontier runs."""
+
+    def __init__(self, frontier: List[int]) -> None:
+        super().__init__("stop_after matched")
+        self.frontier = frontier
+
+
+class Recorder:
+    """The capture's state: value ids by array object, the values kept, the replay records."""
+
+    def __init__(self, session: Any, on_unwrapped: str = "warn", logging: bool = True) -> None:
+        self.session = session
+        self.on_unwrapped = on_unwrapped
+        #: id(array) → value id (inputs, parameters, constants, ops).
+        self.known: Dict[int, int] = {}
+        #: Value id → the array (kept alive, so ids are not reused during the capture).
+        self.values: Dict[int, Any] = {}
+        self.records: Dict[int, ReplayRecord] = {}
+        self.params: Dict[int, Any] = {}
+        self.param_dtypes: Dict[int, str] = {}
+        #: ids of arrays built by ``mx.array(...)`` inside the forward (no op produced them).
+        self.born: Dict[int, Any] = {}
+        #: Above zero inside a wrapped call (its inner calls are not recorded).
+        self.quiet = 0
+        self.unwrapped: List[str] = []
+        #: Live edits: called with ``(func, outputs ids, result)``; returns the result to hand on.
+        self.on_op: Optional[Callable[[str, List[int], Any], Any]] = None
+        #: Value id → the edit applied to it ``(rule description, action description, action)``.
+        self.edits: Dict[int, Tuple[str, str, Any]] = {}
+        self.logging = logging
+        #: Gradient taps (derived intermediate gradients): called per op output, returns the value.
+        self.tap: Optional[Callable[[int, Any], Any]] = None
+        self._tap_count = 0
+
+    # ---- leaves ----------------------------------------------------------------------------
+
+    def param(self, address: str, module_id: int, array: Any, trainable: bool) -> int:
+        known = self.known.get(id(array))
+        if known is not None:
+            return known
+        value_id = self.session.new_value_id()
+        dtype = neutral_name(array.dtype)
+        self.session.param(value_id, address, module_id, shape_of(array), dtype, trainable)
+        self.known[id(array)] = value_id
+        self.params[value_id] = array
+        self.param_dtypes[value_id] = dtype
+        return value_id
+
+    def input(self, name: str, array: Any) -> int:
+        value_id = self.known.get(id(array))
+        if value_id is not None and value_id in self.values:
+            return value_id
+        value_id = self.session.new_value_id()
+        self.values[value_id] = array
+        self.session.input(name, value_id, array, shape_of(array), neutral_name(array.dtype))
+        self.known[id(array)] = value_id
+        return value_id
+
+    def constant(self, array: Any) -> int:
+        value_id = self.session.new_value_id()
+        self.values[value_id] = array
+        self.known[id(array)] = value_id
+        self.session.constant(value_id, array, shape_of(array), neutral_name(array.dtype))
+        return value_id
+
+    def _unknown(self, array: Any) -> int:
+        """The value id of an argument no wrapper produced."""
+        if id(array) in self.born:
+            what = "mx.array(...) built inside the forward"
+            if self.on_unwrapped == "refuse":
+                raise refusals.unwrapped(what)
+            self.unwrapped.append(what)
+            return self._record_op("array", [], (), {}, array, call=None, opaque=True)[0]
+        return self.constant(array)
+
+    def reference(self, array: Any) -> Tuple[int, ValueRef]:
+        value_id = self.known.get(id(array))
+        if value_id is None:
+            value_id = self._unknown(array)
+        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
+
+    # ---- ops --------------------------------------------------------------------------------
+
+    def _record_op(
+        self,
+        func: str,
+        parents: List[Tuple[int, int]],
+        args: tuple,
+        kwargs: dict,
+        result: Any,
+        call: Optional[Callable[..., Any]],
+        opaque: bool = False,
+    ) -> List[int]:
+        arrays = result_arrays(result)
+        outputs = []
+        ids = []
+        many = not isinstance(result, mx.array)
+        for index, array in enumerate(arrays):
+            value_id = self.session.new_value_id()
+            self.known[id(array)] = value_id
+            self.values[value_id] = array
+            self.records[value_id] = ReplayRecord(
+                call=call,
+                func_name=func,
+                args=args,
+                kwargs=kwargs,
+                output_index=index if many else None,
+                opaque=opaque,
+            )
+            outputs.append((value_id, array, shape_of(array), neutral_name(array.dtype)))
+            ids.append(value_id)
+        self.session.op(func, parents, outputs)
+        return ids
+
+    def record(self, func: str, call: Callable[..., Any], args: tuple, kwargs: dict, result: Any) -> Any:
+        """Records one wrapped call's result as an op; returns what the caller gets (an edited
+        value when an ``intervene=`` rule matched)."""
+        if not result_arrays(result):
+            return result
+        parents, args_template, kwargs_template = argument_template(args, kwargs, mx.array, self.reference)
+        ids = self._record_op(func, parents, args_template, kwargs_template, result, call)
+        if self.tap is not None:
+            result = self._tapped(ids, result)
+        if self.on_op is not None:
+            result = self.on_op(func, ids, result)
+        return result
+
+    def _tapped(self, ids: List[int], result: Any) -> Any:
+        if isinstance(result, mx.array):
+            return self.tap(ids[0], result)
+        arrays = [self.tap(value_id, array) for value_id, array in zip(ids, result_arrays(result))]
+        return rebuild(result, arrays)
+
+    def in_place(self, func: str, call: Callable[..., Any], target: Any, args: tuple, kwargs: dict) -> Any:
+        """An in-place operator or ``a[i] = v``: the object gets a new value. The old value is
+        kept as a copy so its payload stays what it was; the op's parents are read before."""
+        old_id = self.known.get(id(target))
+        if old_id is not None:
+            self.session.retire(old_id)
+            snapshot = mx.array(target)
+            self.values[old_id] = snapshot
+            self.session.replace_payload(old_id, snapshot)
+            self.known[id(snapshot)] = old_id
+            self.known.pop(id(target), None)
+            target_ref: Any = snapshot
+        else:
+            target_ref = target
+        replay_args = (target_ref,) + tuple(args[1:])
+        parents, args_template, kwargs_template = argument_template(
+            replay_args, kwargs, mx.array, self.reference
+        )
+        result = call(*args, **kwargs)
+        produced = target if result is None else result
+        if func == "setitem":
+            replay = _functional_setitem
+        else:
+            replay = call
+        self._record_op(func, parents, args_template, kwargs_template, produced, replay)
+        return result
+
+    def value_id_of(self, array: Any) -> Optional[int]:
+        """The value id of an array the forward returned."""
+        value_id = self.known.get(id(array))
+        if value_id is None:
+            value_id = self._unknown(array)
+        return value_id
+
+    # ---- realize-once -------------------------------------------------------------------------
+
+    def realize_all(self, evaluate: Callable[..., Any]) -> None:
+        """Evaluates every recorded value (and every parameter) in one ``mx.eval``."""
+        arrays = list(self.values.values()) + list(self.params.values())
+        if arrays:
+            evaluate(*arrays)
+
+    # ---- hooks -----------------------------------------------------------------------------
+
+    def install(self, patches: Any) -> None:
+        """Wraps MLX for the owner thread until the capture ends."""
+        import mlx.nn.layers.activations as activations
+
+        self.patches_owner = patches.is_owner_thread
+        owners = [(mx, "")]
+        for sub in ("fast", "linalg"):
+            module = getattr(mx, sub, None)
+            if module is not None:
+                owners.append((module, sub + "."))
+        for owner, prefix in owners:
+            for name in dir(owner):
+                if name.startswith("_") or name in NOT_OPS:
+                    continue
+                value = getattr(owner, name)
+                if type(value).__name__ != "nb_func":
+                    continue
+                patches.wrap(owner, name, self._function(name))
+        for name, value in list(vars(mx.array).items()):
+            if name in NOT_METHODS and name not in COMPARISONS:
+                continue
+            if isinstance(value, property):
+                patches.replace(mx.array, name, self._property(name, value))
+                continue
+            if type(value).__name__ not in ("nb_method", "wrapper_descriptor", "method_descriptor"):
+                continue
+            if name == "__setitem__" or (
+                name.startswith("__i") and name[3:-2] in _BINARY and name not in ("__index__", "__init__")
+            ):
+                patches.wrap(mx.array, name, self._in_place(method_func_name(name)))
+            else:
+                patches.wrap(mx.array, name, self._function(method_func_name(name)))
+        patches.wrap(mx.array, "__init__", self._constructor)
+        originals = {}
+        for name in NN_ACTIVATIONS:
+            if hasattr(activations, name):
+                originals[id(getattr(activations, name))] = name
+                patches.wrap(activations, name, self._function(name))
+        # Activation modules (nn.ReLU) call the compiled function they were made from: route
+        # their calls through the wrapped function of the same name.
+        for klass in list(vars(activations).values()):
+            call = vars(klass).get("__call__") if isinstance(klass, type) else None
+            cells = getattr(call, "__closure__", None) or ()
+            for cell in cells:
+                name = originals.get(id(cell.cell_contents))
+                if name is not None:
+                    patches.replace(klass, "__call__", _calling(activations, name))
+                    break
+        # Compiled functions run their Python body (so the wrappers see every operation).
+        mx.disable_compile()
+        patches.on_exit(_enable_compile)
+        random = mx.random
+        for name in dir(random):
+            if not name.startswith("_") and name not in ("seed", "key", "split", "state"):
+                if callable(getattr(random, name)):
+                    patches.wrap(random, name, self._rng(name))
+
+    def _function(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        recorder = self
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if recorder.quiet:
+                    return original(*args, **kwargs)
+                recorder.quiet += 1
+                try:
+                    result = original(*args, **kwargs)
+                finally:
+                    recorder.quiet -= 1
+                return recorder.record(name, original, args, kwargs, result)
+
+            return wrapper
+
+        return make
+
+    def _in_place(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        recorder = self
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(target: Any, *args: Any, **kwargs: Any) -> Any:
+                if recorder.quiet:
+                    return original(target, *args, **kwargs)
+                recorder.quiet += 1
+                try:
+                    return recorder.in_place(name, original, target, (target,) + args, kwargs)
+                finally:
+                    recorder.quiet -= 1
+
+            return wrapper
+
+        return make
+
+    def _property(self, name: str, prop: property) -> property:
+        recorder = self
+        getter = prop.fget
+
+        def fget(array: Any) -> Any:
+            if recorder.quiet or not recorder.patches_owner():
+                return getter(array)
+            recorder.quiet += 1
+            try:
+                result = getter(array)
+            finally:
+                recorder.quiet -= 1
+            return recorder.record(name, getter, (array,), {}, result)
+
+        return property(fget, prop.fset, prop.fdel, prop.__doc__)
+
+    def _constructor(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        def init(array: Any, *args: Any, **kwargs: Any) -> None:
+            original(array, *args, **kwargs)
+            if not recorder.quiet:
+                recorder.born[id(array)] = array
+
+        return init
+
+    def _rng(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def refuse(*args: Any, **kwargs: Any) -> Any:
+                raise refusals.rng(name)
+
+            return refuse
+
+        return make
+
+    #: Set by the adapter: whether the calling thread is the capture's (properties cannot use
+    #: ``Patches.wrap``).
+    patches_owner: Callable[[], bool] = staticmethod(lambda: True)
+
+
+def _calling(module: Any, name: str) -> Callable[..., Any]:
+    def call(layer: Any, x: Any) -> Any:
+        return getattr(module, name)(x)
+
+    return call
+
+
+def _enable_compile() -> None:
+    import os
+
+    if not os.environ.get("MLX_DISABLE_COMPILE"):
+        mx.enable_compile()
+
+
+def _functional_setitem(target: Any, index: Any, value: Any) -> Any:
+    """``a[index] = value`` without touching ``a`` (what replay runs)."""
+    copy = mx.array(target)
+    copy[index] = value
+    return copy
+
+
+def result_arrays(result: Any) -> List[Any]:
+    """The arrays of a call's result (one array, or a list/tuple of arrays)."""
+    if isinstance(result, mx.array):
+        return [result]
+    if isinstance(result, (list, tuple)) and result and all(isinstance(item, mx.array) for item in result):
+        return list(result)
+    return []
+
+
+def rebuild(result: Any, arrays: Sequence[Any]) -> Any:
+    """``result`` with its arrays replaced by ``arrays`` (same structure)."""
+    if isinstance(result, mx.array):
+        return arrays[0]
+    return type(result)(arrays) if isinstance(result, tuple) else list(arrays)
+
+
+def known_ids(recorder: Recorder, output: Any) -> Set[int]:
+    return {recorder.known[id(array)] for array in result_arrays(output) if id(array) in recorder.known}

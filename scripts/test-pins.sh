@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pinned leg: each preview framework's tests on the version the spec pins, in a virtual
+# The pinned leg: each preview framework (tinygrad, MLX)'s tests on the version the spec pins, in a virtual
 # environment of its own (.venv-pins/<framework>), with the torchlens package built into it.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -14,3 +14,14 @@ fi
 "$venv/bin/python" -m pip install --quiet "$root"
 cd "$root/host-python/tests"
 "$venv/bin/python" -m pytest -q -rs -m tinygrad test_tinygrad_*.py
+
+# MLX: the spec's 0.26 line, 0.26.5 (the first 0.26 release with a Linux CPU build, mlx-cpu).
+venv="$root/.venv-pins/mlx"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "mlx[cpu]==0.26.5" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
+"$venv/bin/python" -m pip install --quiet "$root"
+cd "$root/host-python/tests"
+"$venv/bin/python" -m pytest -q -rs -m mlx test_mlx_*.py

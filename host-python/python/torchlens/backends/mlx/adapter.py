@@ -188,6 +188,7 @@ class MlxAdapter(BackendProtocol):
         with CaptureSession(request) as session:
             recorder = Recorder(session, on_unwrapped=on_unwrapped)
             self._declare(session, recorder, model, tree, mode)
+            recorder.scan_outside([model] + [record.obj for record in tree.modules if not record.container])
             input_ids = [recorder.input(name, array) for name, array in input_pairs(request.args, request.kwargs)]
             live = _LiveEdits(self, session, recorder, request)
             stopped: Optional[List[int]] = None

@@ -212,8 +212,9 @@ class Recorder:
         self.records: Dict[int, ReplayRecord] = {}
         self.params: Dict[int, Any] = {}
         self.param_dtypes: Dict[int, str] = {}
-        #: ids of arrays built by ``mx.array(...)`` inside the forward (no op produced them).
-        self.born: Dict[int, Any] = {}
+        #: ids of arrays that existed before the forward and that it can read (globals and
+        #: closures of the forward's code, attributes of the modules): constants when read.
+        self.outside: Set[int] = set()
         #: Above zero inside a wrapped call (its inner calls are not recorded).
         self.quiet = 0
         self.unwrapped: List[str] = []
@@ -259,8 +260,8 @@ class Recorder:
 
     def _unknown(self, array: Any) -> int:
         """The value id of an argument no wrapper produced."""
-        if id(array) in self.born:
-            what = "mx.array(...) built inside the forward"
+        if id(array) not in self.outside:
+            what = "an array built inside the forward by an unwrapped call, e.g. mx.array(...)"
             if self.on_unwrapped == "refuse":
                 raise refusals.unwrapped(what)
             self.unwrapped.append(what)
@@ -371,6 +372,8 @@ class Recorder:
 
     def install(self, patches: Any) -> None:
         """Wraps MLX for the owner thread until the capture ends."""
+        import mlx.nn as nn
+        import mlx.nn.layers
         import mlx.nn.layers.activations as activations
 
         self.patches_owner = patches.is_owner_thread
@@ -401,12 +404,15 @@ class Recorder:
                 patches.wrap(mx.array, name, self._in_place(method_func_name(name)))
             else:
                 patches.wrap(mx.array, name, self._function(method_func_name(name)))
-        patches.wrap(mx.array, "__init__", self._constructor)
         originals = {}
         for name in NN_ACTIVATIONS:
             if hasattr(activations, name):
-                originals[id(getattr(activations, name))] = name
+                original = getattr(activations, name)
+                originals[id(original)] = name
                 patches.wrap(activations, name, self._function(name))
+                for namespace in (nn, nn.layers):
+                    if getattr(namespace, name, None) is original:
+                        patches.wrap(namespace, name, self._function(name))
         # Activation modules (nn.ReLU) call the compiled function they were made from: route
         # their calls through the wrapped function of the same name.
         for klass in list(vars(activations).values()):
@@ -477,15 +483,37 @@ class Recorder:
 
         return property(fget, prop.fset, prop.fdel, prop.__doc__)
 
-    def _constructor(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
+    def scan_outside(self, objects: Sequence[Any]) -> None:
+        """Remembers the arrays the forward can read from outside: in the globals, closures and
+        defaults of each object's code (functions, module ``__call__`` methods), in instance
+        attributes, one container level deep."""
+        seen: Set[int] = set()
+        for obj in objects:
+            function = obj if callable(obj) and hasattr(obj, "__code__") else None
+            if function is None:
+                function = getattr(type(obj), "__call__", None)
+                self._collect(_attributes(obj))
+            function = getattr(function, "__func__", function)
+            if function is None or id(function) in seen:
+                continue
+            seen.add(id(function))
+            code = getattr(function, "__code__", None)
+            namespace = getattr(function, "__globals__", {}) or {}
+            if code is not None:
+                self._collect({name: namespace[name] for name in _names(code) if name in namespace})
+            for cell in getattr(function, "__closure__", None) or ():
+                try:
+                    self._collect({"": cell.cell_contents})
+                except ValueError:
+                    continue
+            self._collect({"": getattr(function, "__defaults__", None) or ()})
 
-        def init(array: Any, *args: Any, **kwargs: Any) -> None:
-            original(array, *args, **kwargs)
-            if not recorder.quiet:
-                recorder.born[id(array)] = array
-
-        return init
+    def _collect(self, values: Dict[str, Any]) -> None:
+        for value in values.values():
+            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+            for item in items:
+                if isinstance(item, mx.array):
+                    self.outside.add(id(item))
 
     def _rng(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -499,6 +527,22 @@ class Recorder:
     #: Set by the adapter: whether the calling thread is the capture's (properties cannot use
     #: ``Patches.wrap``).
     patches_owner: Callable[[], bool] = staticmethod(lambda: True)
+
+
+def _names(code: Any) -> Set[str]:
+    """Global names a code object (and the code nested in it) reads."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            found |= _names(const)
+    return found
+
+
+def _attributes(obj: Any) -> Dict[str, Any]:
+    try:
+        return dict(vars(obj))
+    except TypeError:
+        return {}
 
 
 def _calling(module: Any, name: str) -> Callable[..., Any]:

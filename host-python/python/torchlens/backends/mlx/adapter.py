@@ -11,7 +11,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 
@@ -271,10 +271,9 @@ class MlxAdapter(BackendProtocol):
         adapter = self
 
         def rerun() -> List[Any]:
-            from .grads import replay_forward
-
-            output = replay_forward(adapter, request.model, request.args, request.kwargs, tree, request)
-            return adapter.output_leaves(output)
+            # A fresh forward with the same edits (its own capture), independent of this one.
+            again = adapter.capture(dataclasses.replace(request, save=SaveRequest()))
+            return [op.out for op in again.outputs]
 
         return rerun
 

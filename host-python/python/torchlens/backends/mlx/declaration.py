@@ -39,11 +39,13 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("mlx", "0.26", "0.33", "0.26.5", "mlx"),
     array_modules=("mlx",),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, derived_grads=True),
+    capabilities=package_capabilities(save_selected=True, derived_grads=True, intervene=True, stop_after=True),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),
         "derived_grads": implemented_by("torchlens.backends.mlx.grads:derive"),
+        "intervene": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),
+        "stop_after": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),
     },
     option_values={
         "module_identity_mode": ("function_root", "object_module"),

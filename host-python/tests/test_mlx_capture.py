@@ -169,7 +169,10 @@ def test_modules_aliases_and_list_containers():
     assert trace.options.module_identity_mode == "object_module"
     assert modules["layers.0"].num_calls == 2
     root_only = tl.trace(
-        model, mx.ones((2, 4)), backend="mlx", capture=tl.options.CaptureOptions(module_identity_mode="function_root")
+        model,
+        mx.ones((2, 4)),
+        backend="mlx",
+        capture=tl.options.CaptureOptions(module_identity_mode="function_root"),
     )
     assert list(root_only.modules) == ["self"]
 
@@ -256,7 +259,11 @@ def test_static_save_keeps_live_arrays_and_tlspec_round_trips(tmp_path):
     model, (x,) = battery()["mlp"]
     trace = tl.trace(model, x, backend="mlx", save=tl.func("relu") | tl.module("fc2"))
     kept = [op.label for op in trace.ops if op.saved and op.kind not in KINDS]
-    assert sorted(kept) == sorted(op.label for op in trace.ops if op.func_name == "relu" or op.module.startswith("fc2") and op.func_name == "addmm")
+    assert sorted(kept) == sorted(
+        op.label
+        for op in trace.ops
+        if op.func_name == "relu" or op.module.startswith("fc2") and op.func_name == "addmm"
+    )
     relu = next(op for op in trace.ops if op.func_name == "relu")
     assert isinstance(relu.out, mx.array)
     path = os.path.join(tmp_path, "t.tlspec")
@@ -272,7 +279,9 @@ def test_static_save_keeps_live_arrays_and_tlspec_round_trips(tmp_path):
 
 
 REFUSALS = {
-    "model_output": lambda m, x: tl.trace(m, x, backend="mlx", intervene=tl.when(tl.where(lambda op: True), tl.zero_ablate())),
+    "model_output": lambda m, x: tl.trace(
+        m, x, backend="mlx", intervene=tl.when(tl.where(lambda op: True), tl.zero_ablate())
+    ),
     "followed_by": lambda m, x: tl.trace(
         m, x, backend="mlx", stop_after=tl.followed_by(tl.func("relu"), tl.func("addmm"))
     ),
@@ -282,8 +291,12 @@ REFUSALS = {
     "backward": lambda m, x: tl.trace(
         m, x, backend="mlx", intervene=tl.when(tl.func("relu"), tl.zero_ablate(), direction="backward")
     ),
-    "streaming": lambda m, x: tl.trace(m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"streaming": True})),
-    "save_grads": lambda m, x: tl.trace(m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"save_grads": True})),
+    "streaming": lambda m, x: tl.trace(
+        m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"streaming": True})
+    ),
+    "save_grads": lambda m, x: tl.trace(
+        m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"save_grads": True})
+    ),
     "backward_ready": lambda m, x: tl.trace(
         m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"backward_ready": True})
     ),

@@ -106,7 +106,9 @@ def test_stop_after_leaves_later_code_unexecuted():
     assert stopped.is_stopped and model.after == 0
 
 
-@pytest.mark.xfail(strict=True, reason="op._info is rebuilt per access: the tamper does not reach the trace yet")
+@pytest.mark.xfail(
+    strict=True, reason="op._info is rebuilt per access: the tamper does not reach the trace yet"
+)
 def test_forged_or_stripped_edit_declaration_fails_validation():
     model = Mlp()
     trace = tl.trace(model, X, backend="mlx", intervene=tl.when(tl.func("relu"), tl.scale(3.0)))

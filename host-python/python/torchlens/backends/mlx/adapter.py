@@ -189,7 +189,9 @@ class MlxAdapter(BackendProtocol):
             recorder = Recorder(session, on_unwrapped=on_unwrapped)
             self._declare(session, recorder, model, tree, mode)
             recorder.scan_outside([model] + [record.obj for record in tree.modules if not record.container])
-            input_ids = [recorder.input(name, array) for name, array in input_pairs(request.args, request.kwargs)]
+            input_ids = [
+                recorder.input(name, array) for name, array in input_pairs(request.args, request.kwargs)
+            ]
             live = _LiveEdits(self, session, recorder, request)
             stopped: Optional[List[int]] = None
             session.enter(0)
@@ -389,7 +391,9 @@ def _compiled_attributes(tree: ModuleTree, model: Any) -> List[Tuple[Any, str]]:
 class _LiveEdits:
     """``intervene=`` and ``stop_after=`` at the wrapper boundary, and module call reporting."""
 
-    def __init__(self, adapter: MlxAdapter, session: Any, recorder: Recorder, request: CaptureRequest) -> None:
+    def __init__(
+        self, adapter: MlxAdapter, session: Any, recorder: Recorder, request: CaptureRequest
+    ) -> None:
         self.adapter, self.session, self.recorder = adapter, session, recorder
         self.interventions = list(request.interventions)
         self.stop = request.stop_after

@@ -373,7 +373,6 @@ class Recorder:
     def install(self, patches: Any) -> None:
         """Wraps MLX for the owner thread until the capture ends."""
         import mlx.nn as nn
-        import mlx.nn.layers
         import mlx.nn.layers.activations as activations
 
         self.patches_owner = patches.is_owner_thread
@@ -510,7 +509,13 @@ class Recorder:
 
     def _collect(self, values: Dict[str, Any]) -> None:
         for value in values.values():
-            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+            items = (
+                value.values()
+                if isinstance(value, dict)
+                else value
+                if isinstance(value, (list, tuple))
+                else (value,)
+            )
             for item in items:
                 if isinstance(item, mx.array):
                     self.outside.add(id(item))

@@ -39,7 +39,9 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("mlx", "0.26", "0.33", "0.26.5", "mlx"),
     array_modules=("mlx",),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, derived_grads=True, intervene=True, stop_after=True),
+    capabilities=package_capabilities(
+        save_selected=True, derived_grads=True, intervene=True, stop_after=True
+    ),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),

@@ -1,0 +1,39 @@
+"""Derived gradients on real MLX equal mx.value_and_grad."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+mx = pytest.importorskip("mlx.core")
+nn = pytest.importorskip("mlx.nn")
+
+import torchlens as tl  # noqa: E402
+from torchlens.options import CaptureOptions  # noqa: E402
+
+pytestmark = pytest.mark.mlx
+
+
+def test_spec_grad_example_equals_value_and_grad():
+    mx.random.seed(2)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = mx.ones((1, 3))
+    grad_options = tl.backends.mlx.GradOptions(
+        loss_fn=lambda output: mx.sum(output * output), input_grad_argnums=(0,)
+    )
+    trace = tl.trace(model, x, backend="mlx", capture=CaptureOptions(grad_options=grad_options))
+
+    def loss(params, inp):
+        model.update(params)
+        out = model(inp)
+        return mx.sum(out * out)
+
+    _, (param_grads, input_grad) = mx.value_and_grad(loss, argnums=(0, 1))(model.parameters(), x)
+    assert np.allclose(np.array(trace.autograd.derived_grads["inputs.0"]), np.array(input_grad), atol=1e-6)
+    from mlx.utils import tree_flatten
+
+    for address, value in tree_flatten(param_grads):
+        assert np.allclose(
+            np.array(trace.autograd.derived_grads[f"params.{address}"]), np.array(value), atol=1e-6
+        )
+    assert trace.autograd.has_backward_pass is False

@@ -376,12 +376,8 @@ class Recorder:
         import mlx.nn.layers.activations as activations
 
         self.patches_owner = patches.is_owner_thread
-        owners = [(mx, "")]
-        for sub in ("fast", "linalg"):
-            module = getattr(mx, sub, None)
-            if module is not None:
-                owners.append((module, sub + "."))
-        for owner, prefix in owners:
+        owners = [mx] + [getattr(mx, sub) for sub in ("fast", "linalg") if hasattr(mx, sub)]
+        for owner in owners:
             for name in dir(owner):
                 if name.startswith("_") or name in NOT_OPS:
                     continue
@@ -490,7 +486,7 @@ class Recorder:
         for obj in objects:
             function = obj if callable(obj) and hasattr(obj, "__code__") else None
             if function is None:
-                function = getattr(type(obj), "__call__", None)
+                function = type(obj).__call__ if callable(obj) else None
                 self._collect(_attributes(obj))
             function = getattr(function, "__func__", function)
             if function is None or id(function) in seen:

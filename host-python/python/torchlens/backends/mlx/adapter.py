@@ -32,7 +32,7 @@ class MlxRuntime(ReplayRuntime):
     tree: Any = None
     input_ids: Any = None
     mode: str = "function_root"
-    edits: Dict[int, Tuple[str, str, Any]] = field(default_factory=dict)
+    edits: Dict[int, List[Tuple[str, str, Any]]] = field(default_factory=dict)
 
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
@@ -100,36 +100,71 @@ def check_rule_selector(selector: Any, what: str) -> None:
         )
 
 
-class EditedCall:
-    """Replay of an edited op: the recorded call, then the edit the trace declares for the op.
-    The declaration is read from the trace at replay time, so a stripped or forged declaration
-    replays to another value and fails validation."""
+class Declarations:
+    """The edits a finished trace declares, by value id (read once, at replay time)."""
 
-    def __init__(self, call: Any, value_id: int, rule: str, action: Any, adapter: Any) -> None:
-        self.call, self.value_id, self.rule, self.action, self.adapter = call, value_id, rule, action, adapter
+    def __init__(self) -> None:
         self.trace: Any = None
+        self._by_value: Optional[Dict[int, List[Tuple[str, str]]]] = None
+
+    def of(self, value_id: int) -> List[Tuple[str, str]]:
+        if self._by_value is None:
+            self._by_value = {}
+            if self.trace is not None:
+                for op in self.trace.ops:
+                    edits = op._info.get("edits") or []
+                    if edits:
+                        self._by_value[op._info.get("value")] = [(rule, action) for rule, action, _ in edits]
+        return self._by_value.get(value_id, [])
+
+
+class EditedCall:
+    """Replay of a recorded op that checks the trace's edit declaration: the recorded producer,
+    then the edits the capture applied, re-applied only when the trace declares exactly those
+    edits on the op. A stripped or forged declaration (an edit declared that did not run, or
+    one that ran and is not declared) fails the op's replay.
+
+    The edits are re-applied to a producer output equal to the recorded pre-hook value (the op's
+    own parents); a perturbed parent yields the producer's moved output as it is, so the
+    perturbation check shows the producer depends on its parents even when the edit's
+    replacement does not (``zero_ablate``, ``replace_with``)."""
+
+    __slots__ = ("call", "value_id", "edits", "adapter", "pre_value", "index", "declarations")
+
+    def __init__(
+        self,
+        call: Any,
+        value_id: int,
+        edits: List[Tuple[str, str, Any]],
+        adapter: Any,
+        pre_value: Any,
+        index: Any,
+        declarations: Declarations,
+    ) -> None:
+        self.call, self.value_id, self.edits, self.adapter = call, value_id, list(edits), adapter
+        self.pre_value, self.index, self.declarations = pre_value, index, declarations
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.declarations.of(self.value_id) != [(rule, described) for rule, described, _ in self.edits]:
+            raise ValueError("the edits the trace declares on this op are not the ones the capture applied")
         result = self.call(*args, **kwargs)
-        declared = self._declared()
-        if declared is None:
+        if not self.edits:
             return result
-        rule, action = declared
-        if rule != self.rule or action != self.action.describe():
-            raise ValueError("the edit declared on this op is not the one applied during capture")
-        if isinstance(result, mx.array):
-            return self.adapter.apply_action(self.action, result)
-        return result
+        from torchlens.adapter_kit.replay import values_match
 
-    def _declared(self) -> Optional[Tuple[str, str]]:
-        trace = self.trace
-        if trace is None:
-            return None
-        for op in trace.ops:
-            if op._info.get("value") == self.value_id:
-                edits = op._info.get("edits") or []
-                return (edits[-1][0], edits[-1][1]) if edits else None
-        return None
+        produced = result if self.index is None else result[self.index]
+        if not isinstance(produced, mx.array):
+            return result
+        if not values_match(self.adapter, produced, self.pre_value, neutral_name(produced.dtype)):
+            return result
+        edited = produced
+        for _, _, action in self.edits:
+            edited = self.adapter.apply_action(action, edited)
+        if self.index is None:
+            return edited
+        items = list(result)
+        items[self.index] = edited
+        return items
 
 
 class MlxAdapter(BackendProtocol):
@@ -241,8 +276,7 @@ class MlxAdapter(BackendProtocol):
                 if recorder.unwrapped:
                     warnings.simplefilter("always")
                 trace = session.finish(self, runtime=runtime)
-        for call in edited:
-            call.trace = trace
+        edited.trace = trace
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
             from .grads import derive
@@ -250,16 +284,20 @@ class MlxAdapter(BackendProtocol):
             trace.autograd = derive(trace, grad_options)
         return trace
 
-    def _edited_records(self, recorder: Recorder) -> List[EditedCall]:
-        calls = []
-        for value_id, (rule, _, action) in recorder.edits.items():
-            record = recorder.records.get(value_id)
-            if record is None or record.call is None:
+    def _edited_records(self, recorder: Recorder) -> Declarations:
+        """Every replay record checks the trace's edit declaration when it runs; edited ones
+        re-apply their edits."""
+        declarations = Declarations()
+        edits = recorder.edits
+        for value_id, record in recorder.records.items():
+            if record.call is None:
                 continue
-            call = EditedCall(record.call, value_id, rule, action, self)
-            record.call = call
-            calls.append(call)
-        return calls
+            applied = edits.get(value_id, [])
+            pre_value = recorder.pre_values.get(value_id)
+            record.call = EditedCall(
+                record.call, value_id, applied, self, pre_value, record.output_index, declarations
+            )
+        return declarations
 
     def _reference(
         self, request: CaptureRequest, recorder: Recorder, stopped: Optional[List[int]], tree: Any, mode: str
@@ -413,7 +451,12 @@ class _LiveEdits:
 
     def _edit(self, value_id: int, array: Any, intervention: Any) -> Any:
         action = intervention.action
-        replacement = self.adapter.apply_action(action, array)
+        recorder = self.recorder
+        recorder.quiet += 1  # hook internals are not graph ops
+        try:
+            replacement = self.adapter.apply_action(action, array)
+        finally:
+            recorder.quiet -= 1
         if tuple(replacement.shape) != tuple(array.shape):
             from torchlens.errors import UnsupportedError
 
@@ -422,13 +465,14 @@ class _LiveEdits:
             )
         if replacement.dtype != array.dtype:
             replacement = replacement.astype(array.dtype)
-        recorder, session = self.recorder, self.session
+        session = self.session
         rule = intervention.describe()
+        recorder.pre_values.setdefault(value_id, array)
         session.edit(value_id, rule, action.describe(), "post")
         session.replace_payload(value_id, replacement)
         recorder.values[value_id] = replacement
         recorder.known[id(replacement)] = value_id
-        recorder.edits[value_id] = (rule, action.describe(), action)
+        recorder.edits.setdefault(value_id, []).append((rule, action.describe(), action))
         return replacement
 
     def at_op(self, func: str, ids: List[int], result: Any) -> Any:

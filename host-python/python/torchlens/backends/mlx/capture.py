@@ -221,7 +221,9 @@ class Recorder:
         #: Live edits: called with ``(func, outputs ids, result)``; returns the result to hand on.
         self.on_op: Optional[Callable[[str, List[int], Any], Any]] = None
         #: Value id → the edit applied to it ``(rule description, action description, action)``.
-        self.edits: Dict[int, Tuple[str, str, Any]] = {}
+        self.edits: Dict[int, List[Tuple[str, str, Any]]] = {}
+        #: Value id → its value before the first edit (what replay checks the producer against).
+        self.pre_values: Dict[int, Any] = {}
         self.logging = logging
         #: Gradient taps (derived intermediate gradients): called per op output, returns the value.
         self.tap: Optional[Callable[[int, Any], Any]] = None
@@ -364,7 +366,7 @@ class Recorder:
 
     def realize_all(self, evaluate: Callable[..., Any]) -> None:
         """Evaluates every recorded value (and every parameter) in one ``mx.eval``."""
-        arrays = list(self.values.values()) + list(self.params.values())
+        arrays = list(self.values.values()) + list(self.params.values()) + list(self.pre_values.values())
         if arrays:
             evaluate(*arrays)
 

@@ -37,3 +37,30 @@ def test_spec_grad_example_equals_value_and_grad():
             np.array(trace.autograd.derived_grads[f"params.{address}"]), np.array(value), atol=1e-6
         )
     assert trace.autograd.has_backward_pass is False
+
+
+def test_intermediate_grads_are_checked_and_equal_value_and_grad_at_the_op():
+    mx.random.seed(4)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = mx.array([[0.5, -1.0, 2.0]])
+    grad_options = tl.backends.mlx.GradOptions(
+        loss_fn=lambda output: mx.sum(output * output), intermediate_grads=True
+    )
+    trace = tl.trace(model, x, backend="mlx", capture=CaptureOptions(grad_options=grad_options))
+    records = trace.autograd.intermediate_derived_grads
+    relu = next(op for op in trace.ops if op.func_name == "relu")
+    assert relu.label in records and records[relu.label].status == "exact"
+    # By hand: d loss / d relu output = 2 * out @ W2.
+    out = model(x)
+    expected = (2 * out) @ model.layers[2].weight
+    assert np.allclose(np.array(records[relu.label].value), np.array(expected), atol=1e-5)
+    assert relu.autograd.derived_grad is records[relu.label]
+    assert trace.modules["layers.0"].num_calls == 1
+
+
+def test_intermediate_grads_over_the_cap_fail():
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    grad_options = tl.backends.mlx.GradOptions(intermediate_grads=True, max_intermediate_grads=1)
+    with pytest.raises(Exception) as caught:
+        tl.trace(model, mx.ones((1, 3)), backend="mlx", capture=CaptureOptions(grad_options=grad_options))
+    assert "max_intermediate_grads" in str(caught.value)

@@ -33,6 +33,9 @@ class MlxRuntime(ReplayRuntime):
     input_ids: Any = None
     mode: str = "function_root"
     edits: Dict[int, List[Tuple[str, str, Any]]] = field(default_factory=dict)
+    #: The capture's structural signature and value ids in order (derived gradients).
+    order: List[Any] = field(default_factory=list)
+    order_ids: List[int] = field(default_factory=list)
 
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
@@ -271,6 +274,8 @@ class MlxAdapter(BackendProtocol):
                 input_ids=input_ids,
                 mode=mode,
                 edits=recorder.edits,
+                order=recorder.order,
+                order_ids=recorder.order_ids,
             )
             with warnings.catch_warnings():
                 if recorder.unwrapped:

@@ -227,7 +227,28 @@ class Recorder:
         self.logging = logging
         #: Gradient taps (derived intermediate gradients): called per op output, returns the value.
         self.tap: Optional[Callable[[int, Any], Any]] = None
-        self._tap_count = 0
+        #: Structural signature of every recorded value, in order: ``(kind, func, shape, dtype,
+        #: parents)`` with parents named by their position in this list (derived gradients match
+        #: a replay against the capture with it).
+        self.order: List[Tuple[str, str, Tuple[int, ...], str, Tuple[int, ...]]] = []
+        #: Value id → its position in ``order``.
+        self.position: Dict[int, int] = {}
+        #: Value ids in ``order``'s order.
+        self.order_ids: List[int] = []
+
+    def _note(self, value_id: int, kind: str, func: str, array: Any, parents: Sequence[int]) -> None:
+        position = self.position
+        self.position[value_id] = len(self.order)
+        self.order_ids.append(value_id)
+        self.order.append(
+            (
+                kind,
+                func,
+                shape_of(array),
+                neutral_name(array.dtype),
+                tuple(position.get(parent, -1) for parent in parents),
+            )
+        )
 
     # ---- leaves ----------------------------------------------------------------------------
 
@@ -241,6 +262,7 @@ class Recorder:
         self.known[id(array)] = value_id
         self.params[value_id] = array
         self.param_dtypes[value_id] = dtype
+        self._note(value_id, "param", address, array, ())
         return value_id
 
     def input(self, name: str, array: Any) -> int:
@@ -251,6 +273,7 @@ class Recorder:
         self.values[value_id] = array
         self.session.input(name, value_id, array, shape_of(array), neutral_name(array.dtype))
         self.known[id(array)] = value_id
+        self._note(value_id, "input", name, array, ())
         return value_id
 
     def constant(self, array: Any) -> int:
@@ -258,6 +281,7 @@ class Recorder:
         self.values[value_id] = array
         self.known[id(array)] = value_id
         self.session.constant(value_id, array, shape_of(array), neutral_name(array.dtype))
+        self._note(value_id, "constant", "constant", array, ())
         return value_id
 
     def _unknown(self, array: Any) -> int:
@@ -306,6 +330,7 @@ class Recorder:
             )
             outputs.append((value_id, array, shape_of(array), neutral_name(array.dtype)))
             ids.append(value_id)
+            self._note(value_id, "op", func, array, [parent for parent, _ in parents])
         self.session.op(func, parents, outputs)
         return ids
 
@@ -323,9 +348,17 @@ class Recorder:
         return result
 
     def _tapped(self, ids: List[int], result: Any) -> Any:
-        if isinstance(result, mx.array):
-            return self.tap(ids[0], result)
-        arrays = [self.tap(value_id, array) for value_id, array in zip(ids, result_arrays(result))]
+        arrays = []
+        for value_id, array in zip(ids, result_arrays(result)):
+            self.quiet += 1  # the tap itself is not an op
+            try:
+                tapped = self.tap(value_id, array)
+            finally:
+                self.quiet -= 1
+            if tapped is not array:
+                self.known[id(tapped)] = value_id
+                self.values.setdefault(-value_id, tapped)  # keep it alive: ids stay unique
+            arrays.append(tapped)
         return rebuild(result, arrays)
 
     def in_place(self, func: str, call: Callable[..., Any], target: Any, args: tuple, kwargs: dict) -> Any:

@@ -419,7 +419,7 @@ class Recorder:
                 value = getattr(owner, name)
                 if type(value).__name__ != "nb_func":
                     continue
-                patches.wrap(owner, name, self._function(name))
+                _wrap(patches, owner, name, self._function(name))
         for name, value in list(vars(mx.array).items()):
             if name in NOT_METHODS and name not in COMPARISONS:
                 continue
@@ -431,18 +431,18 @@ class Recorder:
             if name == "__setitem__" or (
                 name.startswith("__i") and name[3:-2] in _BINARY and name not in ("__index__", "__init__")
             ):
-                patches.wrap(mx.array, name, self._in_place(method_func_name(name)))
+                _wrap(patches, mx.array, name, self._in_place(method_func_name(name)))
             else:
-                patches.wrap(mx.array, name, self._function(method_func_name(name)))
+                _wrap(patches, mx.array, name, self._function(method_func_name(name)))
         originals = {}
         for name in NN_ACTIVATIONS:
             if hasattr(activations, name):
                 original = getattr(activations, name)
                 originals[id(original)] = name
-                patches.wrap(activations, name, self._function(name))
+                _wrap(patches, activations, name, self._function(name))
                 for namespace in (nn, nn.layers):
                     if getattr(namespace, name, None) is original:
-                        patches.wrap(namespace, name, self._function(name))
+                        _wrap(patches, namespace, name, self._function(name))
         # Activation modules (nn.ReLU) call the compiled function they were made from: route
         # their calls through the wrapped function of the same name.
         for klass in list(vars(activations).values()):
@@ -460,7 +460,7 @@ class Recorder:
         for name in dir(random):
             if not name.startswith("_") and name not in ("seed", "key", "split", "state"):
                 if callable(getattr(random, name)):
-                    patches.wrap(random, name, self._rng(name))
+                    _wrap(patches, random, name, self._rng(name))
 
     def _function(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         recorder = self
@@ -563,6 +563,29 @@ class Recorder:
     #: Set by the adapter: whether the calling thread is the capture's (properties cannot use
     #: ``Patches.wrap``).
     patches_owner: Callable[[], bool] = staticmethod(lambda: True)
+
+
+def _wrap(
+    patches: Any, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> None:
+    """``patches.wrap`` for callables ``functools.wraps`` cannot copy (MLX 0.26's compiled
+    functions have no string ``__qualname__``): the wrapper on the owner thread, the original
+    on every other thread, restored when the capture ends."""
+    import threading
+
+    original = getattr(owner, name)
+    wrapper = make(original)
+    owner_thread = patches.owner_thread
+    get_ident = threading.get_ident
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if get_ident() == owner_thread:
+            return wrapper(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    dispatch.__name__ = name
+    dispatch.__wrapped__ = original  # type: ignore[attr-defined]
+    patches.replace(owner, name, dispatch)
 
 
 def _names(code: Any) -> Set[str]:

@@ -91,6 +91,14 @@ def test_stop_after_leaves_later_code_unexecuted():
     assert trace.is_stopped and trace.stop_reason
     assert model.after == 0
     assert not any(op.func_name == "addmm" and op.module.startswith("fc2") for op in trace.ops)
+    # Parameter accounting covers the captured ops only.
+    assert sorted(trace.params) == ["fc1.bias", "fc1.weight"]
+    assert sorted(tl.trace(Mlp(), X, backend="mlx").params) == [
+        "fc1.bias",
+        "fc1.weight",
+        "fc2.bias",
+        "fc2.weight",
+    ]
     stopped = tl.trace(model, X, backend="mlx", stop_after=tl.module("fc1"))
     assert stopped.is_stopped and model.after == 0
 

@@ -247,6 +247,7 @@ class MlxAdapter(BackendProtocol):
                 except Stop as stop:
                     stopped = stop.frontier
             if stopped is None:
+                recorder.declare_remaining()
                 ids = [value_id for _, value_id in outputs]
                 session.exit(0, ids, [recorder.values.get(value_id) for value_id in ids])
                 for name, value_id in outputs:
@@ -340,8 +341,7 @@ class MlxAdapter(BackendProtocol):
             )
         session.extra("provenance.module_identity_mode", mode)
         session.extra("provenance.param_source", "module" if tree.params else "none")
-        for address, owner, array, trainable in tree.params:
-            recorder.param(address, owner, array, trainable)
+        recorder.defer_params(tree.params)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         output = model(*args, **kwargs)

@@ -215,6 +215,8 @@ class Recorder:
         #: ids of arrays that existed before the forward and that it can read (globals and
         #: closures of the forward's code, attributes of the modules): constants when read.
         self.outside: Set[int] = set()
+        #: id(array) → a parameter not declared yet (``defer_params``).
+        self.pending: Dict[int, Tuple[str, int, Any, bool]] = {}
         #: Above zero inside a wrapped call (its inner calls are not recorded).
         self.quiet = 0
         self.unwrapped: List[str] = []
@@ -265,6 +267,19 @@ class Recorder:
         self._note(value_id, "param", address, array, ())
         return value_id
 
+    def defer_params(self, params: Sequence[Tuple[str, int, Any, bool]]) -> None:
+        """Parameters ``(address, module id, array, trainable)`` declared when an op first reads
+        them, so a stopped trace accounts only for the parameters its captured ops used; the
+        rest are declared by ``declare_remaining`` after a complete forward."""
+        for address, owner, array, trainable in params:
+            self.pending.setdefault(id(array), (address, owner, array, trainable))
+
+    def declare_remaining(self) -> None:
+        """Declares the parameters no op read (a complete forward lists every parameter)."""
+        for address, owner, array, trainable in list(self.pending.values()):
+            self.param(address, owner, array, trainable)
+        self.pending.clear()
+
     def input(self, name: str, array: Any) -> int:
         value_id = self.known.get(id(array))
         if value_id is not None and value_id in self.values:
@@ -286,6 +301,9 @@ class Recorder:
 
     def _unknown(self, array: Any) -> int:
         """The value id of an argument no wrapper produced."""
+        pending = self.pending.pop(id(array), None)
+        if pending is not None:
+            return self.param(*pending)
         if id(array) not in self.outside:
             what = "an array built inside the forward by an unwrapped call, e.g. mx.array(...)"
             if self.on_unwrapped == "refuse":

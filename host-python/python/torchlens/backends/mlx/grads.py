@@ -181,8 +181,7 @@ def _intermediate(
         recorder = Recorder(_ShadowSession())
         if is_module:
             model.update(params)
-            for address, owner, array, trainable in discover(model).params:
-                recorder.param(address, owner, array, trainable)
+            recorder.defer_params(discover(model).params)
         recorder.scan_outside([model])
         for name, array in input_pairs(args, kwargs):
             recorder.input(name, array)
@@ -196,6 +195,7 @@ def _intermediate(
         with Patches() as patches:
             recorder.install(patches)
             output = model(*args, **kwargs)
+            recorder.declare_remaining()
         return _loss(options, output), recorder
 
     zeros = {

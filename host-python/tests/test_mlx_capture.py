@@ -4,7 +4,6 @@ equal an independent recomputation, modules, routing, save=, .tlspec, refusals, 
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -279,7 +278,7 @@ def test_static_save_keeps_live_arrays_and_tlspec_round_trips(tmp_path):
 
 
 REFUSALS = {
-    "model_output": lambda m, x: tl.trace(
+    "where": lambda m, x: tl.trace(
         m, x, backend="mlx", intervene=tl.when(tl.where(lambda op: True), tl.zero_ablate())
     ),
     "followed_by": lambda m, x: tl.trace(
@@ -313,11 +312,25 @@ class Counting(Mlp):
         return super().__call__(x)
 
 
+CODES = {
+    "backward": "capability_unsupported",
+    "backward_ready": "capability_unsupported",
+    "followed_by": "followed_by_unsupported",
+    "mixed": "mixed_module_selector",
+    "where": "value_dependent_predicate",
+    "record": "capability_unsupported",
+    "save_grads": "save_grads_unsupported",
+    "streaming": "streaming_unsupported",
+    "value_save": "value_dependent_save_unsupported",
+}
+
+
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_refusals_fire_before_the_forward(case):
     Counting.calls = 0
     with pytest.raises(BackendUnsupportedError) as caught:
         REFUSALS[case](Counting(), mx.ones((1, 3)))
+    assert caught.value.code == CODES[case]
     assert caught.value.code in tl.backends.REFUSAL_CODES
     assert caught.value.remedy
     assert Counting.calls == 0
@@ -325,8 +338,9 @@ def test_refusals_fire_before_the_forward(case):
 
 def test_fork_refuses_naming_mlx():
     trace = tl.trace(Mlp(), mx.ones((1, 3)), backend="mlx")
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(BackendUnsupportedError) as caught:
         trace.fork()
+    assert caught.value.code == "capability_unsupported"
     assert "mlx" in str(caught.value)
 
 
@@ -336,4 +350,17 @@ def test_capture_leaves_nothing_installed():
     with pytest.raises(ZeroDivisionError):
         tl.trace(lambda x: (x + 1, 1 / 0), mx.ones(2), backend="mlx")
     assert mx.array.__add__ is add and mx.add is func
-    warnings.simplefilter("default")
+
+
+def test_in_place_ops_keep_the_old_value():
+    def fn(x):
+        y = x * 2
+        y += 1
+        y[0] = 10.0
+        return y
+
+    x = mx.array([1.0, 2.0, 3.0])
+    trace = tl.trace(fn, x, backend="mlx")
+    values = {op.func_name: np.array(op.out).tolist() for op in trace.ops if op.kind not in KINDS}
+    assert values == {"mul": [2.0, 4.0, 6.0], "add": [3.0, 5.0, 7.0], "setitem": [10.0, 5.0, 7.0]}
+    assert trace.validate_forward_pass(None) is True

@@ -16,7 +16,7 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 
 from . import refusals
-from .capture import Recorder, Stop, rebuild, result_arrays
+from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
 from .dtypes import mlx_dtype, neutral_name
 from .modules import ModuleTree, discover, install_calls
 
@@ -235,6 +235,9 @@ class MlxAdapter(BackendProtocol):
             session.enter(0)
             with Patches() as patches:
                 recorder.install(patches)
+                rebind_held_functions(
+                    patches, [record.obj for record in tree.modules if not record.container]
+                )
                 install_calls(patches, tree, live.module_call)
                 compiled = _compiled_attributes(tree, model)
                 for owner, name in compiled:

@@ -583,6 +583,25 @@ class Recorder:
     patches_owner: Callable[[], bool] = staticmethod(lambda: True)
 
 
+#: id(original function) → (owner, name) of its wrapper, while a capture is installed.
+_WRAPPED_NOW: Dict[int, Tuple[Any, str]] = {}
+
+
+def rebind_held_functions(patches: Any, objects: Sequence[Any]) -> None:
+    """Functions held as instance attributes (``nn.MaxPool2d`` keeps ``mx.max``) were read
+    before the wrappers were installed: point them at the wrappers for the capture."""
+    for obj in objects:
+        try:
+            attributes = vars(obj)
+        except TypeError:
+            continue
+        for name, value in list(attributes.items()):
+            found = _WRAPPED_NOW.get(id(value))
+            if found is not None:
+                owner, attribute = found
+                patches.replace(obj, name, getattr(owner, attribute))
+
+
 def _wrap(
     patches: Any, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
 ) -> None:
@@ -593,6 +612,8 @@ def _wrap(
 
     original = getattr(owner, name)
     wrapper = make(original)
+    _WRAPPED_NOW[id(original)] = (owner, name)
+    patches.on_exit(lambda: _WRAPPED_NOW.pop(id(original), None))
     owner_thread = patches.owner_thread
     get_ident = threading.get_ident
 

@@ -157,7 +157,7 @@ def _intermediate(
     from torchlens.adapter_kit import Patches
 
     from .adapter import input_pairs
-    from .capture import Recorder
+    from .capture import Recorder, rebind_held_functions
     from .modules import discover
 
     runtime = trace._runtime
@@ -194,6 +194,10 @@ def _intermediate(
         recorder.tap = tap
         with Patches() as patches:
             recorder.install(patches)
+            if is_module:
+                rebind_held_functions(
+                    patches, [record.obj for record in runtime.tree.modules if not record.container]
+                )
             output = model(*args, **kwargs)
             recorder.declare_remaining()
         return _loss(options, output), recorder

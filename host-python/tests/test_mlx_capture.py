@@ -368,3 +368,19 @@ def test_in_place_ops_keep_the_old_value():
     values = {op.func_name: np.array(op.out).tolist() for op in trace.ops if op.kind not in KINDS}
     assert values == {"mul": [2.0, 4.0, 6.0], "add": [3.0, 5.0, 7.0], "setitem": [10.0, 5.0, 7.0]}
     assert trace.validate_forward_pass(None) is True
+
+
+DOUBLE = mx.vmap(lambda row: row * 2.0)
+
+
+def test_transform_called_inside_the_forward_is_one_op_and_ceilings():
+    def fn(x):
+        return DOUBLE(x + 1.0).sum()
+
+    with pytest.warns(Warning):
+        trace = tl.trace(fn, mx.ones((2, 3)), backend="mlx")
+    assert [op.func_name for op in trace.ops if op.kind not in KINDS] == ["add", "transformed", "sum"]
+    assert trace.capture_verified is False
+    assert "mlx_compiled_attribute_not_logged" in trace.capture_reason
+    assert close(trace.outputs[0].out, fn(mx.ones((2, 3))))
+    assert trace.validate_forward_pass(None) is True

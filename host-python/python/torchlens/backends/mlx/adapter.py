@@ -260,7 +260,7 @@ class MlxAdapter(BackendProtocol):
                 session.mark_stopped("stop_after", stopped)
             if recorder.unwrapped:
                 session.mark_unverified("unwrapped_op_in_capture")
-            if live.compiled_called:
+            if live.compiled_called or recorder.transformed_called:
                 session.mark_unverified("mlx_compiled_attribute_not_logged")
             # Realize-once: every recorded value in one evaluation, before any payload is read.
             recorder.realize_all(evaluate)

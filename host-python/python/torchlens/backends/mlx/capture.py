@@ -14,6 +14,7 @@ each concrete (lazy) output before the caller sees it."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import mlx.core as mx
@@ -229,6 +230,8 @@ class Recorder:
         self.logging = logging
         #: Gradient taps (derived intermediate gradients): called per op output, returns the value.
         self.tap: Optional[Callable[[int, Any], Any]] = None
+        #: Whether the forward called a transformed (compiled, grad, vmap) function.
+        self.transformed_called = False
         #: Structural signature of every recorded value, in order: ``(kind, func, shape, dtype,
         #: parents)`` with parents named by their position in this list (derived gradients match
         #: a replay against the capture with it).
@@ -474,6 +477,26 @@ class Recorder:
         # Compiled functions run their Python body (so the wrappers see every operation).
         mx.disable_compile()
         patches.on_exit(_enable_compile)
+        # Any other transformed function (mx.compile, mx.grad, mx.vmap, ...) called by the forward
+        # runs as one op: its body runs under the transform, where recorded arrays would be
+        # tracers. The capture is ceilinged (mlx_compiled_attribute_not_logged).
+        transformed = refusals.gc_func_type()
+        original_call = transformed.__call__
+        owner_thread = patches.owner_thread
+
+        def call_transformed(function: Any, *args: Any, **kwargs: Any) -> Any:
+            if recorder.quiet or threading.get_ident() != owner_thread:
+                return original_call(function, *args, **kwargs)
+            recorder.transformed_called = True
+            recorder.quiet += 1
+            try:
+                result = original_call(function, *args, **kwargs)
+            finally:
+                recorder.quiet -= 1
+            return recorder.record("transformed", _bound(original_call, function), args, kwargs, result)
+
+        recorder = self
+        patches.replace(transformed, "__call__", call_transformed)
         random = mx.random
         for name in dir(random):
             if not name.startswith("_") and name not in ("seed", "key", "split", "state"):
@@ -641,6 +664,13 @@ def _attributes(obj: Any) -> Dict[str, Any]:
         return dict(vars(obj))
     except TypeError:
         return {}
+
+
+def _bound(call: Callable[..., Any], function: Any) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return call(function, *args, **kwargs)
+
+    return run
 
 
 def _calling(module: Any, name: str) -> Callable[..., Any]:

@@ -373,14 +373,37 @@ def test_in_place_ops_keep_the_old_value():
 DOUBLE = mx.vmap(lambda row: row * 2.0)
 
 
-def test_transform_called_inside_the_forward_is_one_op_and_ceilings():
+def test_transform_read_as_a_global_is_one_op_and_ceilings():
     def fn(x):
         return DOUBLE(x + 1.0).sum()
 
     with pytest.warns(Warning):
         trace = tl.trace(fn, mx.ones((2, 3)), backend="mlx")
-    assert [op.func_name for op in trace.ops if op.kind not in KINDS] == ["add", "transformed", "sum"]
+    assert [op.func_name for op in trace.ops if op.kind not in KINDS] == ["add", "DOUBLE", "sum"]
     assert trace.capture_verified is False
     assert "mlx_compiled_attribute_not_logged" in trace.capture_reason
     assert close(trace.outputs[0].out, fn(mx.ones((2, 3))))
+    assert trace.validate_forward_pass(None) is True
+
+
+OLD_MLX = tuple(int(part) for part in mx.__version__.split(".")[:2]) < (0, 27)
+
+
+def test_transform_held_in_a_closure_is_one_op_or_refuses_on_0_26():
+    triple = mx.vmap(lambda row: row * 3.0)
+
+    def fn(x):
+        return triple(x + 1.0).sum()
+
+    if OLD_MLX:
+        # 0.26's transformed functions cannot be hooked at their type: the tracers recorded
+        # inside refuse at realize, never a silent wrong trace.
+        with pytest.raises(BackendUnsupportedError) as caught:
+            tl.trace(fn, mx.ones((2, 3)), backend="mlx")
+        assert caught.value.code == "mlx_transform_at_entry"
+        return
+    with pytest.warns(Warning):
+        trace = tl.trace(fn, mx.ones((2, 3)), backend="mlx")
+    assert [op.func_name for op in trace.ops if op.kind not in KINDS] == ["add", "transformed", "sum"]
+    assert "mlx_compiled_attribute_not_logged" in trace.capture_reason
     assert trace.validate_forward_pass(None) is True

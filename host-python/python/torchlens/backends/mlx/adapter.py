@@ -240,8 +240,11 @@ class MlxAdapter(BackendProtocol):
                 )
                 install_calls(patches, tree, live.module_call)
                 compiled = _compiled_attributes(tree, model)
-                for owner, name in compiled:
-                    patches.replace(owner, name, live.compiled_attribute(getattr(owner, name), name))
+                transformed = refusals.gc_func_type()
+                for owner, name in compiled + recorder.global_transforms:
+                    # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).
+                    if isinstance(getattr(owner, name), transformed):
+                        patches.replace(owner, name, live.compiled_attribute(getattr(owner, name), name))
                 if live.active:
                     recorder.on_op = live.at_op
                 try:

@@ -232,6 +232,8 @@ class Recorder:
         self.tap: Optional[Callable[[int, Any], Any]] = None
         #: Whether the forward called a transformed (compiled, grad, vmap) function.
         self.transformed_called = False
+        #: ``(module, name)`` of transformed functions the forward reads as globals.
+        self.global_transforms: List[Tuple[Any, str]] = []
         #: Structural signature of every recorded value, in order: ``(kind, func, shape, dtype,
         #: parents)`` with parents named by their position in this list (derived gradients match
         #: a replay against the capture with it).
@@ -419,10 +421,20 @@ class Recorder:
     # ---- realize-once -------------------------------------------------------------------------
 
     def realize_all(self, evaluate: Callable[..., Any]) -> None:
-        """Evaluates every recorded value (and every parameter) in one ``mx.eval``."""
+        """Evaluates every recorded value (and every parameter) in one ``mx.eval``. A value that
+        cannot be evaluated was recorded inside a transform (a tracer): that refuses."""
         arrays = list(self.values.values()) + list(self.params.values()) + list(self.pre_values.values())
         if arrays:
-            evaluate(*arrays)
+            try:
+                evaluate(*arrays)
+            except RuntimeError as error:
+                raise refusals.refuse(
+                    "a transformed function (mx.compile, mx.grad, mx.vmap) ran inside the forward "
+                    f"where no wrapper could route it, so tracers were recorded ({str(error)[:80]})",
+                    "mlx_transform_at_entry",
+                    "call the transformed function from a module attribute or a module global, or "
+                    "move the transform outside the traced call",
+                ) from None
 
     # ---- hooks -----------------------------------------------------------------------------
 
@@ -571,13 +583,28 @@ class Recorder:
             code = getattr(function, "__code__", None)
             namespace = getattr(function, "__globals__", {}) or {}
             if code is not None:
-                self._collect({name: namespace[name] for name in _names(code) if name in namespace})
+                read = {name: namespace[name] for name in _names(code) if name in namespace}
+                self._collect(read)
+                self._global_transforms(function, namespace, read)
             for cell in getattr(function, "__closure__", None) or ():
                 try:
                     self._collect({"": cell.cell_contents})
                 except ValueError:
                     continue
             self._collect({"": getattr(function, "__defaults__", None) or ()})
+
+    def _global_transforms(self, function: Any, namespace: Dict[str, Any], read: Dict[str, Any]) -> None:
+        """Transformed functions (``mx.compile``/``grad``/``vmap`` results) the forward's code
+        reads as module globals: ``(module, name)`` for the capture to route through one op."""
+        import sys
+
+        transformed = refusals.gc_func_type()
+        module = sys.modules.get(getattr(function, "__module__", None) or "")
+        if module is None or vars(module) is not namespace:
+            return
+        for name, value in read.items():
+            if isinstance(value, transformed):
+                self.global_transforms.append((module, name))
 
     def _collect(self, values: Dict[str, Any]) -> None:
         for value in values.values():

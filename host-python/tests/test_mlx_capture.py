@@ -407,3 +407,24 @@ def test_transform_held_in_a_closure_is_one_op_or_refuses_on_0_26():
     assert [op.func_name for op in trace.ops if op.kind not in KINDS] == ["add", "transformed", "sum"]
     assert "mlx_compiled_attribute_not_logged" in trace.capture_reason
     assert trace.validate_forward_pass(None) is True
+
+
+def test_iterating_an_array_records_getitem_per_row():
+    def fn(x):
+        total = mx.zeros((3,))
+        for row in x:
+            total = total + row
+        return total
+
+    x = mx.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    trace = tl.trace(fn, x, backend="mlx")
+    assert trace.capture_verified
+    assert [op.func_name for op in trace.ops if op.kind not in KINDS] == [
+        "zeros",
+        "getitem",
+        "add",
+        "getitem",
+        "add",
+    ]
+    assert close(trace.outputs[0].out, fn(x))
+    assert trace.validate_forward_pass(None) is True

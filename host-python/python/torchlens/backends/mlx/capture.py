@@ -467,6 +467,8 @@ class Recorder:
                 _wrap(patches, mx.array, name, self._in_place(method_func_name(name)))
             else:
                 _wrap(patches, mx.array, name, self._function(method_func_name(name)))
+        # Iterating an array (``for row in x``) yields its rows as getitem ops.
+        _wrap(patches, mx.array, "__iter__", _iterating)
         originals = {}
         for name in NN_ACTIVATIONS:
             if hasattr(activations, name):
@@ -691,6 +693,16 @@ def _attributes(obj: Any) -> Dict[str, Any]:
         return dict(vars(obj))
     except TypeError:
         return {}
+
+
+def _iterating(original: Callable[..., Any]) -> Callable[..., Any]:
+    def iterate(array: Any) -> Any:
+        if not array.shape:
+            return original(array)  # a 0-d array raises as MLX does
+        getitem = mx.array.__getitem__  # the wrapped one while the capture runs
+        return (getitem(array, index) for index in range(array.shape[0]))
+
+    return iterate
 
 
 def _bound(call: Callable[..., Any], function: Any) -> Callable[..., Any]:

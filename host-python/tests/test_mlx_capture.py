@@ -168,7 +168,9 @@ def test_modules_aliases_and_list_containers():
     modules = trace.modules
     assert "layers" in modules and "layers.0" in modules and "layers.1" in modules
     assert "alias" not in modules
-    assert "alias" in modules["layers.0"]._info.get("addresses", ["alias"]) or True
+    assert modules["layers.0"].all_addresses == ["layers.0", "alias"]
+    assert modules["layers"].is_container
+    assert sorted(modules["layers.0"].params) == ["layers.0.bias", "layers.0.weight"]
     assert trace.options.module_identity_mode == "object_module"
     assert modules["layers.0"].num_calls == 2
     root_only = tl.trace(
@@ -178,6 +180,14 @@ def test_modules_aliases_and_list_containers():
         capture=tl.options.CaptureOptions(module_identity_mode="function_root"),
     )
     assert list(root_only.modules) == ["self"]
+    assert root_only.capture_verified
+    assert sorted(root_only.params) == [
+        "layers.0.bias",
+        "layers.0.weight",
+        "layers.1.bias",
+        "layers.1.weight",
+    ]
+    assert root_only.validate_forward_pass(None) is True
 
 
 def test_constant_is_a_parentless_parent():

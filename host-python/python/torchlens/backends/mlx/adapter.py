@@ -221,12 +221,20 @@ class MlxAdapter(BackendProtocol):
         if mode is None:
             mode = "object_module" if is_module else "function_root"
         tree = discover(model) if mode == "object_module" else ModuleTree()
+        if mode == "function_root" and is_module:
+            # The root-only surface: no submodules, every parameter belongs to the root.
+            walked = discover(model)
+            tree.params = [(address, 0, array, trainable) for address, _, array, trainable in walked.params]
+            tree.modules = [walked.modules[0]]
+            tree.by_object = {id(model): 0}
         on_unwrapped = options.extra.get(refusals.ON_UNWRAPPED, "warn")
         evaluate = mx.eval
         with CaptureSession(request) as session:
             recorder = Recorder(session, on_unwrapped=on_unwrapped)
             self._declare(session, recorder, model, tree, mode)
-            recorder.scan_outside([model] + [record.obj for record in tree.modules if not record.container])
+            recorder.scan_outside(
+                [model] + [record.obj for record in tree.modules[1:] if not record.container]
+            )
             input_ids = [
                 recorder.input(name, array) for name, array in input_pairs(request.args, request.kwargs)
             ]

@@ -113,3 +113,45 @@ def test_forged_or_stripped_edit_declaration_fails_validation():
     relu = next(op for op in plain.ops if op.func_name == "relu")
     relu._info["edits"] = [("when(forged)", "scale(3.0)", "post")]  # forged
     assert plain.validate_forward_pass(None) is not True
+
+
+def test_in_module_and_label_rules():
+    model = Mlp()
+    inside = tl.trace(model, X, backend="mlx", intervene=tl.when(tl.in_module("fc2"), tl.scale(0.0)))
+    assert np.allclose(np.array(inside.outputs[0].out), 0.0)
+    assert [op.func_name for op in inside.ops if op.is_edited] == ["T", "addmm"]
+    assert inside.validate_forward_pass(None) is True
+    plain = tl.trace(model, X, backend="mlx")
+    relu_label = next(op.label for op in plain.ops if op.func_name == "relu")
+    by_label = tl.trace(model, X, backend="mlx", intervene=tl.when(tl.label(relu_label), tl.add(1.0)))
+    expected = by_hand(model, X, edit_hidden=lambda h: h + 1.0)
+    assert np.allclose(np.array(by_label.outputs[0].out), np.array(expected), atol=1e-5)
+    stopped = tl.trace(model, X, backend="mlx", stop_after=tl.label(relu_label))
+    assert stopped.is_stopped and stopped.ops[-1].func_name == "relu"
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.split = Splitter()
+        self.out = nn.Linear(2, 1)
+
+    def __call__(self, x):
+        a, b = self.split(x)
+        return self.out(a * b)
+
+
+class Splitter(nn.Module):
+    def __call__(self, x):
+        return tuple(mx.split(x, 2, axis=-1))
+
+
+def test_module_rule_on_a_tuple_output_and_multi_output_ops():
+    x = mx.array(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4))
+    model = TwoHeads()
+    trace = tl.trace(model, x, backend="mlx", intervene=tl.when(tl.module("split"), tl.scale(2.0)))
+    a, b = mx.split(x, 2, axis=-1)
+    expected = model.out((a * 2.0) * (b * 2.0))
+    assert np.allclose(np.array(trace.outputs[0].out), np.array(expected), atol=1e-5)
+    assert len([op for op in trace.ops if op.is_edited]) == 2
+    assert trace.validate_forward_pass(None) is True

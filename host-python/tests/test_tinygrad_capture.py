@@ -9,27 +9,14 @@ import pytest
 
 pytest.importorskip("tinygrad")
 
-import tinygrad.nn as nn  # noqa: E402
 from tinygrad import Tensor  # noqa: E402
-from tinygrad_models import battery, input_of  # noqa: E402
+from tinygrad_models import TinyMlp, battery, fn, input_of  # noqa: E402
 
 import torchlens as tl  # noqa: E402
 
 pytestmark = pytest.mark.tinygrad
 
 BATTERY = battery()
-
-
-def fn(x):
-    return ((x + 1).relu() * 2).sum()
-
-
-class TinyMlp:
-    def __init__(self):
-        self.fc = nn.Linear(3, 4)
-
-    def __call__(self, x):
-        return self.fc(x).relu()
 
 
 def test_the_spec_raw_function_example_runs_unchanged():

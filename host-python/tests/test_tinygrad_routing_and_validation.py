@@ -15,24 +15,13 @@ pytest.importorskip("tinygrad")
 
 import tinygrad.nn as nn  # noqa: E402
 from tinygrad import Tensor  # noqa: E402
+from tinygrad_models import TinyMlp, fn  # noqa: E402
 
 import torchlens as tl  # noqa: E402
 
 pytestmark = pytest.mark.tinygrad
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def fn(x):
-    return ((x + 1).relu() * 2).sum()
-
-
-class TinyMlp:
-    def __init__(self):
-        self.fc = nn.Linear(3, 4)
-
-    def __call__(self, x):
-        return self.fc(x).relu()
 
 
 def test_backend_none_routes_a_function_of_tinygrad_tensors_and_a_module_object():

@@ -179,3 +179,24 @@ def test_a_selected_value_is_kept_without_a_copy_unless_an_in_place_write_change
     # Nothing wrote into the head's output: the payload is the model's own storage.
     head = [op for op in trace.saved_ops if op.func_name == "conv2d"][-1]
     assert head.out.untyped_storage().data_ptr() == model.returned.untyped_storage().data_ptr()
+
+
+class KeywordList(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, second = torch.relu(x), torch.sigmoid(x)
+        refs = [storage_ref(first), storage_ref(second)]
+        joined = torch.cat(tensors=[first, second], dim=0)
+        del first, second
+        self.alive = [not ref.expired() for ref in refs]
+        return joined.sum(0)
+
+
+def test_arrays_in_a_keyword_list_are_parents_and_are_not_held_by_replay_records():
+    model, x = KeywordList(), torch.randn(3, 4)
+    with torch.no_grad():
+        trace = tl.trace(model, x, save=tl.func("sum"))
+    assert model.alive == [False, False]
+    cat = next(op for op in trace.ops if op.func_name == "cat")
+    assert sorted(parent.func_name for parent in cat.parents) == ["relu", "sigmoid"]
+    with torch.no_grad():
+        assert tl.trace(model, x).validate_forward_pass()

@@ -148,3 +148,18 @@ def battery():
     cases.append(("outside_constant", with_outside_constant, _np_with_outside_constant))
     cases.append(("literal_producer", with_ones, _np_with_ones))
     return cases
+
+
+# The spec's two tinygrad examples, as the spec writes them.
+
+
+def fn(x):
+    return ((x + 1).relu() * 2).sum()
+
+
+class TinyMlp:
+    def __init__(self):
+        self.fc = nn.Linear(3, 4)
+
+    def __call__(self, x):
+        return self.fc(x).relu()

@@ -111,36 +111,27 @@ def argument_template(
 ) -> Tuple[List[Tuple[int, int]], tuple, dict]:
     """The parents and replay templates of one call. Each argument of ``array_type`` (at the top
     level, or inside a list or tuple argument) becomes ``reference(array)``'s
-    ``(value id, reference)``; keyword arguments take the positions after the positional ones.
-    Written as plain loops: it runs once per captured op."""
+    ``(value id, reference)``, positional or keyword; keyword arguments take the positions after
+    the positional ones. It runs once per captured op, so it stays one flat pass."""
     parents: List[Tuple[int, int]] = []
-    template: List[Any] = []
-    for position, argument in enumerate(args):
+
+    def templated(argument: Any, position: int) -> Any:
         if isinstance(argument, array_type):
             value_id, ref = reference(argument)
             parents.append((value_id, position))
-            template.append(ref)
-        elif isinstance(argument, (tuple, list)) and any(isinstance(item, array_type) for item in argument):
-            items = []
-            for item in argument:
-                if isinstance(item, array_type):
-                    value_id, ref = reference(item)
-                    parents.append((value_id, position))
-                    items.append(ref)
-                else:
-                    items.append(item)
-            template.append(tuple(items) if isinstance(argument, tuple) else items)
-        else:
-            template.append(argument)
-    keywords: dict = {}
+            return ref
+        if isinstance(argument, (tuple, list)) and any(isinstance(item, array_type) for item in argument):
+            # Arrays inside a list argument (torch.cat) are references too: the template must
+            # never hold a value the selection released.
+            items = [templated(item, position) if isinstance(item, array_type) else item for item in argument]
+            return tuple(items) if isinstance(argument, tuple) else items
+        return argument
+
+    template = [templated(argument, position) for position, argument in enumerate(args)]
     position = len(args)
+    keywords: dict = {}
     for key, argument in kwargs.items():
-        if isinstance(argument, array_type):
-            value_id, ref = reference(argument)
-            parents.append((value_id, position))
-            keywords[key] = ref
-        else:
-            keywords[key] = argument
+        keywords[key] = templated(argument, position)
         position += 1
     return parents, tuple(template), keywords
 

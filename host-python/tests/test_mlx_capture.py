@@ -438,3 +438,28 @@ def test_iterating_an_array_records_getitem_per_row():
     ]
     assert close(trace.outputs[0].out, fn(x))
     assert trace.validate_forward_pass(None) is True
+
+
+def test_mlp_values_equal_a_hand_computation():
+    model, (x,) = battery()["mlp"]
+    trace = tl.trace(model, x, backend="mlx")
+    ops = {op.func_name + str(i): op for i, op in enumerate(trace.ops)}
+    values = [np.array(op.out) for op in trace.ops if op.kind not in KINDS]
+    w1, b1 = np.array(model.fc1.weight), np.array(model.fc1.bias)
+    w2, b2 = np.array(model.fc2.weight), np.array(model.fc2.bias)
+    h = np.array(x) @ w1.T + b1
+    expected = [w1.T, h, np.maximum(h, 0), w2.T, np.maximum(h, 0) @ w2.T + b2]
+    assert len(values) == len(expected) and ops
+    for got, want in zip(values, expected):
+        assert np.allclose(got, want, atol=1e-5)
+
+
+def test_a_tampered_saved_value_fails_validation_naming_the_op():
+    model, (x,) = battery()["mlp"]
+    trace = tl.trace(model, x, backend="mlx")
+    relu = next(op for op in trace.ops if op.func_name == "relu")
+    value_id = relu._info["value"]
+    trace._runtime.values[value_id] = relu.out + 1.0
+    status = trace.validation_replay_status
+    assert status.state == "failed"
+    assert status.first_failed_op == relu.label

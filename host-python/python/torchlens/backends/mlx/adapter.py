@@ -408,16 +408,48 @@ class MlxAdapter(BackendProtocol):
     # ---- edits ----------------------------------------------------------------------------------
 
     def apply_action(self, action: Any, value: Any) -> Any:
-        """Applies an edit action; the result keeps the value's shape and dtype and stays a
-        lazy ``mx.array``."""
-        from torchlens.edits.actions import CallableAction
+        """Applies an edit action with MLX's own lazy ops (nothing is evaluated mid-forward,
+        so realize-once holds); the result keeps the value's shape and dtype."""
+        from torchlens.edits import actions
 
-        if isinstance(action, CallableAction):
+        if isinstance(action, actions.CallableAction):
             result = action.apply(value, self)
-            if isinstance(result, mx.array) and result.dtype != value.dtype:
-                result = result.astype(value.dtype)
-            return result
-        return action.apply(value, self)
+        elif isinstance(action, actions.ZeroAblate):
+            result = mx.zeros_like(value)
+        elif isinstance(action, actions.Scale):
+            result = value * action.factor
+        elif isinstance(action, actions.Add):
+            result = value + _as_mlx(action.delta)
+        elif isinstance(action, actions.Clamp):
+            result = mx.clip(value, action.min, action.max)
+        elif isinstance(action, actions.MeanAblate):
+            if action.source is not None:
+                result = mx.full(value.shape, _as_mlx(action.source).astype(mx.float32).mean())
+            elif action.dim is None:
+                result = mx.full(value.shape, value.astype(mx.float32).mean())
+            else:
+                result = mx.broadcast_to(
+                    value.astype(mx.float32).mean(axis=action.dim, keepdims=True), value.shape
+                )
+        elif isinstance(action, actions.ReplaceWith):
+            replacement = action.value() if callable(action.value) else action.value
+            result = mx.broadcast_to(_as_mlx(replacement), value.shape)
+        else:
+            result = action.apply(value, self)
+        if not isinstance(result, mx.array):
+            result = _as_mlx(result)
+        if tuple(result.shape) != tuple(value.shape):
+            from torchlens.errors import UnsupportedError
+
+            raise UnsupportedError(
+                f"{action.describe()} would change the shape from {tuple(value.shape)} to "
+                f"{tuple(result.shape)}",
+                "edit_shape_changed",
+                "make the replacement the same shape as the value it replaces",
+            )
+        if result.dtype != value.dtype:
+            result = result.astype(value.dtype)
+        return result
 
     # ---- replay hooks -----------------------------------------------------------------------------
 
@@ -426,6 +458,13 @@ class MlxAdapter(BackendProtocol):
         if record.output_index is not None:
             result = result[record.output_index]
         return result
+
+
+def _as_mlx(value: Any) -> Any:
+    """An ``mx.array`` of a number, a NumPy array or an ``mx.array``."""
+    if isinstance(value, mx.array):
+        return value
+    return mx.array(np.asarray(value))
 
 
 def _compiled_attributes(tree: ModuleTree, model: Any) -> List[Tuple[Any, str]]:

@@ -155,3 +155,14 @@ def test_module_rule_on_a_tuple_output_and_multi_output_ops():
     assert np.allclose(np.array(trace.outputs[0].out), np.array(expected), atol=1e-5)
     assert len([op for op in trace.ops if op.is_edited]) == 2
     assert trace.validate_forward_pass(None) is True
+
+
+@pytest.mark.parametrize(
+    "action", [tl.replace_with(mx.ones((3, 3))), lambda h: h[:1]], ids=["replace_with", "callable"]
+)
+def test_shape_changing_edits_refuse(action):
+    from torchlens.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError) as caught:
+        tl.trace(Mlp(), X, backend="mlx", intervene=tl.when(tl.func("relu"), action))
+    assert caught.value.code == "edit_shape_changed"

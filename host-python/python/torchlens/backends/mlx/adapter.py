@@ -433,7 +433,11 @@ class MlxAdapter(BackendProtocol):
                 )
         elif isinstance(action, actions.ReplaceWith):
             replacement = action.value() if callable(action.value) else action.value
-            result = mx.broadcast_to(_as_mlx(replacement), value.shape)
+            replacement = _as_mlx(replacement)
+            try:
+                result = mx.broadcast_to(replacement, value.shape)
+            except ValueError:
+                result = replacement  # the shape check below refuses it
         else:
             result = action.apply(value, self)
         if not isinstance(result, mx.array):

@@ -64,3 +64,42 @@ def test_intermediate_grads_over_the_cap_fail():
     with pytest.raises(Exception) as caught:
         tl.trace(model, mx.ones((1, 3)), backend="mlx", capture=CaptureOptions(grad_options=grad_options))
     assert "max_intermediate_grads" in str(caught.value)
+
+
+def test_a_shared_parameter_gets_its_whole_gradient_under_its_primary_address():
+    from test_mlx_capture import Shared
+
+    mx.random.seed(5)
+    model = Shared()
+    x = mx.random.normal((2, 4))
+    options = tl.backends.mlx.GradOptions(loss_fn=lambda out: mx.sum(out * out))
+    trace = tl.trace(model, x, backend="mlx", capture=CaptureOptions(grad_options=options))
+    grads = trace.autograd.derived_grads
+    assert "params.alias.weight" not in grads
+    weight = np.array(model.layers[0].weight, dtype=np.float64)
+
+    def loss_at(delta):
+        changed = weight.copy()
+        changed[0, 0] += delta
+        model.layers[0].weight = mx.array(changed.astype(np.float32))
+        out = model(x)
+        value = float(mx.sum(out * out).item())
+        model.layers[0].weight = mx.array(weight.astype(np.float32))
+        return value
+
+    step = 1e-2
+    numeric = (loss_at(step) - loss_at(-step)) / (2 * step)
+    assert abs(float(grads["params.layers.0.weight"][0, 0].item()) - numeric) < 1e-2 * max(1.0, abs(numeric))
+
+
+def test_a_plain_function_gets_input_gradients_and_op_gradients():
+    def fn(x):
+        return mx.tanh(x * 2.0).sum()
+
+    x = mx.array([0.1, -0.3, 0.7])
+    options = tl.backends.mlx.GradOptions(input_grad_argnums=(0,), intermediate_grads=True)
+    trace = tl.trace(fn, x, backend="mlx", capture=CaptureOptions(grad_options=options))
+    expected = mx.grad(fn)(x)
+    assert np.allclose(np.array(trace.autograd.derived_grads["inputs.0"]), np.array(expected), atol=1e-6)
+    tanh = next(op for op in trace.ops if op.func_name == "tanh")
+    assert np.allclose(np.array(tanh.autograd.derived_grad.value), 1.0)

@@ -78,7 +78,9 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
             )
     is_module = isinstance(model, nn.Module)
     original = model.parameters() if is_module else None
-    captured = [op.out for op in trace.outputs]
+    values = runtime.values or {}
+    captured = [values.get(op.parents[0]._info.get("value")) if op.parents else None for op in trace.outputs]
+    differentiate = is_module or bool(argnums)
 
     def objective(params: Any, *inputs: Any) -> Any:
         call_args = list(args)
@@ -89,8 +91,8 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
         output = model(*call_args, **kwargs)
         return _loss(options, output), output
 
+    grads: Any = ()
     try:
-        grad_fn = mx.value_and_grad(lambda p, *i: objective(p, *i)[0], argnums=tuple(range(1 + len(argnums))))
         output = objective(original if is_module else {}, *(args[i] for i in argnums))[1]
         from .adapter import output_pairs
 
@@ -102,16 +104,27 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
                     "capability_unsupported",
                     "make the forward deterministic (no state changed between calls)",
                 )
-        _, grads = grad_fn(original if is_module else {}, *(args[i] for i in argnums))
-        if not argnums:
-            grads = (grads,)  # one differentiated argument: MLX returns its gradient bare
+        if differentiate:
+            positions = tuple(range(1 + len(argnums))) if is_module else tuple(range(1, 1 + len(argnums)))
+            grad_fn = mx.value_and_grad(lambda p, *i: objective(p, *i)[0], argnums=positions)
+            _, grads = grad_fn(original if is_module else {}, *(args[i] for i in argnums))
+            if len(positions) == 1:
+                grads = (grads,)  # one differentiated argument: MLX returns its gradient bare
+            if not is_module:
+                grads = ({},) + tuple(grads)
     finally:
         if is_module:
             model.update(original)
-    derived = {}
-    if is_module:
+    derived: Dict[str, Any] = {}
+    if is_module and grads:
+        # A shared parameter appears under each of its addresses; the model reads it through one
+        # of them, so its gradient is the sum, kept under the primary address.
+        primary = {id(array): address for address, _, array, _ in runtime.tree.params}
+        arrays = dict(tree_flatten(original))
         for address, value in tree_flatten(grads[0]):
-            derived[f"params.{address}"] = value
+            key = primary.get(id(arrays.get(address)), address)
+            name = f"params.{key}"
+            derived[name] = derived[name] + value if name in derived else value
     for index, value in zip(argnums, grads[1:]):
         derived[f"inputs.{index}"] = value
     mx.eval(list(derived.values()))

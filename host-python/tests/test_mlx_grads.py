@@ -103,3 +103,16 @@ def test_a_plain_function_gets_input_gradients_and_op_gradients():
     assert np.allclose(np.array(trace.autograd.derived_grads["inputs.0"]), np.array(expected), atol=1e-6)
     tanh = next(op for op in trace.ops if op.func_name == "tanh")
     assert np.allclose(np.array(tanh.autograd.derived_grad.value), 1.0)
+
+
+def test_the_model_keeps_its_own_parameters_after_derived_gradients():
+    from mlx.utils import tree_flatten
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    before = {address: id(array) for address, array in tree_flatten(model.parameters())}
+    x = mx.ones((1, 3))
+    expected = np.array(model(x))
+    options = tl.backends.mlx.GradOptions(input_grad_argnums=(0,), intermediate_grads=True)
+    tl.trace(model, x, backend="mlx", capture=CaptureOptions(grad_options=options))
+    assert {address: id(array) for address, array in tree_flatten(model.parameters())} == before
+    assert np.allclose(np.array(model(x)), expected)

@@ -107,7 +107,8 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
         if differentiate:
             positions = tuple(range(1 + len(argnums))) if is_module else tuple(range(1, 1 + len(argnums)))
             grad_fn = mx.value_and_grad(lambda p, *i: objective(p, *i)[0], argnums=positions)
-            _, grads = grad_fn(original if is_module else {}, *(args[i] for i in argnums))
+            # MLX 0.26 replaces the leaves of the trees it differentiates in place: hand it copies.
+            _, grads = grad_fn(_copy_tree(original) if is_module else {}, *(args[i] for i in argnums))
             if len(positions) == 1:
                 grads = (grads,)  # one differentiated argument: MLX returns its gradient bare
             if not is_module:
@@ -232,7 +233,7 @@ def _intermediate(
         def loss_of(taps: Dict[int, Any]) -> Any:
             return run(params0, taps)[0]
 
-        _, grads = mx.value_and_grad(loss_of)(zeros)
+        _, grads = mx.value_and_grad(loss_of)(dict(zeros))
         mx.eval(grads)
         labels = {op._info.get("value"): op.label for op in trace.ops}
         records = {}
@@ -256,6 +257,13 @@ def _intermediate(
     finally:
         if is_module:
             model.update(original)
+
+
+def _copy_tree(tree: Any) -> Any:
+    """The same leaves in new containers."""
+    from mlx.utils import tree_map
+
+    return tree_map(lambda leaf: leaf, tree)
 
 
 def _perturbation_agrees(

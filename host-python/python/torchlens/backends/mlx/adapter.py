@@ -244,7 +244,7 @@ class MlxAdapter(BackendProtocol):
             with Patches() as patches:
                 recorder.install(patches)
                 rebind_held_functions(
-                    patches, [record.obj for record in tree.modules if not record.container]
+                    patches, [record.obj for record in tree.modules if not record.container], recorder.wrapped
                 )
                 install_calls(patches, tree, live.module_call)
                 compiled = _compiled_attributes(tree, model)

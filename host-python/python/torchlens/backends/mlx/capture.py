@@ -14,6 +14,7 @@ each concrete (lazy) output before the caller sees it."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -230,6 +231,8 @@ class Recorder:
         self.logging = logging
         #: Gradient taps (derived intermediate gradients): called per op output, returns the value.
         self.tap: Optional[Callable[[int, Any], Any]] = None
+        #: id of each wrapped original → where its wrapper is installed (this capture's).
+        self.wrapped: Dict[int, Tuple[Any, str]] = {}
         #: Whether the forward called a transformed (compiled, grad, vmap) function.
         self.transformed_called = False
         #: ``(module, name)`` of transformed functions the forward reads as globals.
@@ -440,54 +443,23 @@ class Recorder:
 
     def install(self, patches: Any) -> None:
         """Wraps MLX for the owner thread until the capture ends."""
-        import mlx.nn as nn
-        import mlx.nn.layers.activations as activations
-
         self.patches_owner = patches.is_owner_thread
-        owners = [mx] + [getattr(mx, sub) for sub in ("fast", "linalg") if hasattr(mx, sub)]
-        for owner in owners:
-            for name in dir(owner):
-                if name.startswith("_") or name in NOT_OPS:
-                    continue
-                value = getattr(owner, name)
-                if type(value).__name__ != "nb_func":
-                    continue
-                _wrap(patches, owner, name, self._function(name))
-        for name, value in list(vars(mx.array).items()):
-            if name in NOT_METHODS and name not in COMPARISONS:
-                continue
-            if isinstance(value, property):
-                patches.replace(mx.array, name, self._property(name, value))
-                continue
-            if type(value).__name__ not in ("nb_method", "wrapper_descriptor", "method_descriptor"):
-                continue
-            if name == "__setitem__" or (
-                name.startswith("__i") and name[3:-2] in _BINARY and name not in ("__index__", "__init__")
-            ):
-                _wrap(patches, mx.array, name, self._in_place(method_func_name(name)))
+        wrapped = self.wrapped
+        for owner, name, kind, func in inventory():
+            if kind == "function":
+                _wrap(patches, owner, name, self._function(func), wrapped)
+            elif kind == "in_place":
+                _wrap(patches, owner, name, self._in_place(func), wrapped)
             else:
-                _wrap(patches, mx.array, name, self._function(method_func_name(name)))
+                patches.replace(owner, name, self._property(func, vars(owner)[name]))
         # Iterating an array (``for row in x``) yields its rows as getitem ops.
-        _wrap(patches, mx.array, "__iter__", _iterating)
-        originals = {}
-        for name in NN_ACTIVATIONS:
-            if hasattr(activations, name):
-                original = getattr(activations, name)
-                originals[id(original)] = name
-                _wrap(patches, activations, name, self._function(name))
-                for namespace in (nn, nn.layers):
-                    if getattr(namespace, name, None) is original:
-                        _wrap(patches, namespace, name, self._function(name))
+        _wrap(patches, mx.array, "__iter__", _iterating, wrapped)
         # Activation modules (nn.ReLU) call the compiled function they were made from: route
         # their calls through the wrapped function of the same name.
-        for klass in list(vars(activations).values()):
-            call = vars(klass).get("__call__") if isinstance(klass, type) else None
-            cells = getattr(call, "__closure__", None) or ()
-            for cell in cells:
-                name = originals.get(id(cell.cell_contents))
-                if name is not None:
-                    patches.replace(klass, "__call__", _calling(activations, name))
-                    break
+        import mlx.nn.layers.activations as activations
+
+        for klass, name in _activation_classes():
+            patches.replace(klass, "__call__", _calling(activations, name))
         # Compiled functions run their Python body (so the wrappers see every operation).
         mx.disable_compile()
         patches.on_exit(_enable_compile)
@@ -515,7 +487,7 @@ class Recorder:
         for name in dir(random):
             if not name.startswith("_") and name not in ("seed", "key", "split", "state"):
                 if callable(getattr(random, name)):
-                    _wrap(patches, random, name, self._rng(name))
+                    _wrap(patches, random, name, self._rng(name), wrapped)
 
     def _function(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         recorder = self
@@ -635,27 +607,28 @@ class Recorder:
     patches_owner: Callable[[], bool] = staticmethod(lambda: True)
 
 
-#: id(original function) → (owner, name) of its wrapper, while a capture is installed.
-_WRAPPED_NOW: Dict[int, Tuple[Any, str]] = {}
-
-
-def rebind_held_functions(patches: Any, objects: Sequence[Any]) -> None:
+def rebind_held_functions(patches: Any, objects: Sequence[Any], wrapped: Dict[int, Tuple[Any, str]]) -> None:
     """Functions held as instance attributes (``nn.MaxPool2d`` keeps ``mx.max``) were read
-    before the wrappers were installed: point them at the wrappers for the capture."""
+    before the wrappers were installed: point them at the wrappers for the capture
+    (``wrapped``: id of each original → where its wrapper is installed)."""
     for obj in objects:
         try:
             attributes = vars(obj)
         except TypeError:
             continue
         for name, value in list(attributes.items()):
-            found = _WRAPPED_NOW.get(id(value))
+            found = wrapped.get(id(value))
             if found is not None:
                 owner, attribute = found
                 patches.replace(obj, name, getattr(owner, attribute))
 
 
 def _wrap(
-    patches: Any, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
+    patches: Any,
+    owner: Any,
+    name: str,
+    make: Callable[[Callable[..., Any]], Callable[..., Any]],
+    wrapped: Dict[int, Tuple[Any, str]],
 ) -> None:
     """``patches.wrap`` for callables ``functools.wraps`` cannot copy (MLX 0.26's compiled
     functions have no string ``__qualname__``): the wrapper on the owner thread, the original
@@ -664,8 +637,7 @@ def _wrap(
 
     original = getattr(owner, name)
     wrapper = make(original)
-    _WRAPPED_NOW[id(original)] = (owner, name)
-    patches.on_exit(lambda: _WRAPPED_NOW.pop(id(original), None))
+    wrapped[id(original)] = (owner, name)
     owner_thread = patches.owner_thread
     get_ident = threading.get_ident
 
@@ -677,6 +649,86 @@ def _wrap(
     dispatch.__name__ = name
     dispatch.__wrapped__ = original  # type: ignore[attr-defined]
     patches.replace(owner, name, dispatch)
+
+
+#: ``mx.array`` properties that compute an array (the others read metadata: ``shape``, ``dtype``).
+ARRAY_PROPERTIES = ("T", "mT", "real", "imag")
+
+
+@functools.cache
+def inventory() -> Tuple[Tuple[Any, str, str, str], ...]:
+    """What a capture wraps, read once per process from MLX itself: ``(owner, attribute, kind,
+    op name)`` with kind ``function``, ``in_place`` or ``property``. Read through
+    ``__wrapped__``, so a capture installed in another thread does not hide an entry."""
+    found: List[Tuple[Any, str, str, str]] = []
+    owners = [mx] + [getattr(mx, sub) for sub in ("fast", "linalg") if hasattr(mx, sub)]
+    for owner in owners:
+        for name in dir(owner):
+            if name.startswith("_") or name in NOT_OPS:
+                continue
+            value = getattr(owner, name)
+            value = getattr(value, "__wrapped__", value)
+            if type(value).__name__ == "nb_func":
+                found.append((owner, name, "function", name))
+    for name, value in list(vars(mx.array).items()):
+        if name in NOT_METHODS and name not in COMPARISONS:
+            continue
+        if isinstance(value, property):
+            if name in ARRAY_PROPERTIES:
+                found.append((mx.array, name, "property", name))
+            continue
+        value = getattr(value, "__wrapped__", value)
+        if type(value).__name__ not in ("nb_method", "wrapper_descriptor", "method_descriptor"):
+            continue
+        func = method_func_name(name)
+        if name == "__setitem__" or (name.startswith("__i") and name[3:-2] in _BINARY):
+            found.append((mx.array, name, "in_place", func))
+        else:
+            found.append((mx.array, name, "function", func))
+    import mlx.nn as nn
+    import mlx.nn.layers
+    import mlx.nn.layers.activations as activations
+
+    for name, original in _activation_originals():
+        found.append((activations, name, "function", name))
+        for namespace in (nn, mlx.nn.layers):
+            if getattr(namespace, name, None) is original:
+                found.append((namespace, name, "function", name))
+    return tuple(found)
+
+
+@functools.cache
+def _activation_originals() -> Tuple[Tuple[str, Any], ...]:
+    """``(name, function)`` of the ``mlx.nn`` activation functions, as MLX defines them."""
+    import mlx.nn.layers.activations as activations
+
+    found = []
+    for name in NN_ACTIVATIONS:
+        value = getattr(activations, name, None)
+        if value is not None:
+            found.append((name, getattr(value, "__wrapped__", value)))
+    return tuple(found)
+
+
+@functools.cache
+def _activation_classes() -> Tuple[Tuple[type, str], ...]:
+    """``(class, function name)`` of the activation modules whose ``__call__`` calls one of the
+    activation functions directly (a closure of ``_make_activation_module``)."""
+    import mlx.nn.layers.activations as activations
+
+    originals = {id(original): name for name, original in _activation_originals()}
+    found = []
+    for klass in list(vars(activations).values()):
+        call = vars(klass).get("__call__") if isinstance(klass, type) else None
+        for cell in getattr(call, "__closure__", None) or ():
+            try:
+                name = originals.get(id(cell.cell_contents))
+            except ValueError:
+                continue
+            if name is not None:
+                found.append((klass, name))
+                break
+    return tuple(found)
 
 
 def _names(code: Any) -> Set[str]:

@@ -210,7 +210,9 @@ def _intermediate(
             recorder.install(patches)
             if is_module:
                 rebind_held_functions(
-                    patches, [record.obj for record in runtime.tree.modules if not record.container]
+                    patches,
+                    [record.obj for record in runtime.tree.modules if not record.container],
+                    recorder.wrapped,
                 )
             output = model(*args, **kwargs)
             recorder.declare_remaining()

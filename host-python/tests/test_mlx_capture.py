@@ -463,3 +463,23 @@ def test_a_tampered_saved_value_fails_validation_naming_the_op():
     status = trace.validation_replay_status
     assert status.state == "failed"
     assert status.first_failed_op == relu.label
+
+
+def test_modules_in_a_dict_and_a_tuple_keep_their_addresses():
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = {"left": nn.Linear(2, 2), "right": nn.Linear(2, 2)}
+            self.pair = (nn.Linear(2, 2), nn.Linear(2, 2))
+
+        def __call__(self, x):
+            y = self.heads["left"](x) + self.heads["right"](x)
+            return self.pair[1](self.pair[0](y))
+
+    trace = tl.trace(Holder(), mx.ones((1, 2)), backend="mlx")
+    modules = trace.modules
+    for address in ("heads", "heads.left", "heads.right", "pair", "pair.0", "pair.1"):
+        assert address in modules, address
+    assert modules["heads"].is_container and modules["pair"].is_container
+    assert modules["heads.left"].num_calls == 1
+    assert trace.validate_forward_pass(None) is True

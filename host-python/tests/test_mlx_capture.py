@@ -483,3 +483,20 @@ def test_modules_in_a_dict_and_a_tuple_keep_their_addresses():
     assert modules["heads"].is_container and modules["pair"].is_container
     assert modules["heads.left"].num_calls == 1
     assert trace.validate_forward_pass(None) is True
+
+
+def test_realize_once_is_one_mx_eval_per_capture(monkeypatch):
+    calls = []
+    evaluate = mx.eval
+
+    def counting(*args, **kwargs):
+        calls.append(len(args))
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(mx, "eval", counting)
+    model, (x,) = battery()["block"]
+    trace = tl.trace(model, x, backend="mlx")
+    assert len(calls) == 1 and calls[0] >= len(trace.ops) - 2
+    calls.clear()
+    tl.trace(model, x, backend="mlx", intervene=tl.when(tl.func("relu") | tl.func("gelu"), tl.scale(0.5)))
+    assert len(calls) == 1

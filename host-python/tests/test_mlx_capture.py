@@ -500,3 +500,27 @@ def test_realize_once_is_one_mx_eval_per_capture(monkeypatch):
     calls.clear()
     tl.trace(model, x, backend="mlx", intervene=tl.when(tl.func("relu") | tl.func("gelu"), tl.scale(0.5)))
     assert len(calls) == 1
+
+
+def layers():
+    mx.random.seed(0)
+    return {
+        "embedding": (nn.Embedding(10, 4), (mx.array([[1, 2, 3]]),)),
+        "rmsnorm": (nn.RMSNorm(4), (mx.random.normal((2, 4)),)),
+        "rope": (nn.RoPE(4), (mx.random.normal((1, 3, 4)),)),
+        "gru": (nn.GRU(4, 3), (mx.random.normal((1, 5, 4)),)),
+        "batchnorm": (nn.BatchNorm(4), (mx.random.normal((3, 4)),)),
+        "encoder": (nn.TransformerEncoderLayer(8, 2, 16), (mx.random.normal((1, 5, 8)), None)),
+        "groupnorm": (nn.GroupNorm(2, 4), (mx.random.normal((1, 3, 3, 4)),)),
+        "dropout_eval": (nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)), (mx.random.normal((2, 4)),)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(layers()))
+def test_mlx_nn_layers_capture_verified_and_validate(name):
+    model, args = layers()[name]
+    model.eval()
+    trace = tl.trace(model, args, backend="mlx")
+    assert trace.capture_verified
+    assert close(trace.outputs[0].out, model(*args))
+    assert trace.validate_forward_pass(None) is True

@@ -91,6 +91,8 @@ def test_stop_after_leaves_later_code_unexecuted():
     assert trace.is_stopped and trace.stop_reason
     assert model.after == 0
     assert not any(op.func_name == "addmm" and op.module.startswith("fc2") for op in trace.ops)
+    assert trace.stop_reason == "stop_after" and trace.info["frontier"]
+    assert trace.validate_forward_pass(None) is True
     # Parameter accounting covers the captured ops only.
     assert sorted(trace.params) == ["fc1.bias", "fc1.weight"]
     assert sorted(tl.trace(Mlp(), X, backend="mlx").params) == [

@@ -524,3 +524,23 @@ def test_mlx_nn_layers_capture_verified_and_validate(name):
     assert trace.capture_verified
     assert close(trace.outputs[0].out, model(*args))
     assert trace.validate_forward_pass(None) is True
+
+
+SHIFT = mx.array([1.0, -1.0])
+
+
+def test_class_level_and_default_argument_arrays_are_constants():
+    class Scaled(nn.Module):
+        SCALE = mx.array([2.0, 3.0])
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def __call__(self, x, shift=SHIFT):
+            return self.fc(x) * self.SCALE + shift
+
+    trace = tl.trace(Scaled(), mx.ones((1, 2)), backend="mlx")
+    assert trace.capture_verified
+    assert len([op for op in trace.ops if op.kind == "constant"]) == 2
+    assert trace.validate_forward_pass(None) is True

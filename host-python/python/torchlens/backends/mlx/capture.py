@@ -550,6 +550,9 @@ class Recorder:
             if function is None:
                 function = type(obj).__call__ if callable(obj) else None
                 self._collect(_attributes(obj))
+                for klass in type(obj).__mro__:
+                    if klass.__module__.split(".", 1)[0] not in ("mlx", "builtins"):
+                        self._collect(dict(vars(klass)))  # class-level arrays (self.SCALE)
             function = getattr(function, "__func__", function)
             if function is None or id(function) in seen:
                 continue

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-mlx benchmark-cli
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -45,8 +45,9 @@ test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q -rs
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
-## tinygrad 0.13.0, in their own virtual environment (.venv-pins/tinygrad) with the package
-## built into it. `make test` runs the newest tinygrad from scripts/python-requirements.txt.
+## tinygrad 0.13.0, and the Paddle tests on paddlepaddle 3.3.1, each in its own virtual
+## environment (.venv-pins/<framework>) with the package built into it. `make test` runs the
+## newest releases from scripts/python-requirements.txt.
 test-pins: setup setup-python
 	./scripts/test-pins.sh
 
@@ -97,13 +98,18 @@ benchmark-memory: python-package
 benchmark-tinygrad: python-package
 	$(PYTHON) benchmarks/tinygrad_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
 
+## benchmark-paddle: Paddle capture cost per op against a plain call (and the reference, if
+## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and Paddle).
+benchmark-paddle: python-package
+	$(PYTHON) benchmarks/paddle_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
 ## benchmark-mlx: MLX capture cost per op against a plain evaluated call (and the reference, if
 ## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and MLX).
 benchmark-mlx: python-package
 	$(PYTHON) benchmarks/mlx_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
 
 ## bench-all: every benchmark above (minutes; not part of `test`).
-bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-mlx benchmark-cli
+bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-cli
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

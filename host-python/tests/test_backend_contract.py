@@ -72,7 +72,7 @@ TRIGGERS = {
     "backend_undetected": lambda model, x: tl.trace(object(), x),
     "backend_ambiguous": lambda model, x: _ambiguous(),
     "foreign_tensor_input": lambda model, x: tl.trace(model, [x, _jax_array()], backend="torch"),
-    "framework_not_installed": lambda model, x: tl.trace(model, x, backend="paddle"),
+    "framework_not_installed": lambda model, x: tl.trace(model, x, backend="tf"),
     "backend_not_built": lambda model, x: tl.trace(model, x, backend="not-built-installed"),
     "option_value_invalid": lambda model, x: tl.trace(model, x, capture=CaptureOptions(jax_control_flow="?")),
     "option_unsupported": lambda model, x: tl.trace(
@@ -124,18 +124,35 @@ def _tinygrad_triggers():
     return TINYGRAD_TRIGGERS
 
 
+def _paddle_triggers():
+    """The codes test_paddle_refusals.py triggers (none where Paddle is not installed)."""
+    if importlib.util.find_spec("paddle") is None:
+        return {}
+    from test_paddle_refusals import PADDLE_TRIGGERS, TRIGGERED_ELSEWHERE
+
+    return {**PADDLE_TRIGGERS, **TRIGGERED_ELSEWHERE}
+
+
 def test_every_refusal_code_has_a_test_or_an_unbuilt_owner():
     from torchlens.backends import refusal_codes
 
     tinygrad_triggers = _tinygrad_triggers()
-    built = BUILT_OWNERS | ({"tinygrad"} if tinygrad_triggers else set())
+    paddle_triggers = _paddle_triggers()
+    built = (
+        BUILT_OWNERS
+        | ({"tinygrad"} if tinygrad_triggers else set())
+        | ({"paddle"} if paddle_triggers else set())
+    )
     for code, (owner, _meaning) in refusal_codes().items():
         if owner in built:
             # JAX's own codes are triggered in test_jax_refusals.py, tinygrad's in
-            # test_tinygrad_refusals.py.
-            assert code in TRIGGERS or code in JAX_TRIGGERS or code in tinygrad_triggers, (
-                f"{code} (owner {owner}) has no test that triggers it"
-            )
+            # test_tinygrad_refusals.py, Paddle's in test_paddle_refusals.py.
+            assert (
+                code in TRIGGERS
+                or code in JAX_TRIGGERS
+                or code in tinygrad_triggers
+                or code in paddle_triggers
+            ), f"{code} (owner {owner}) has no test that triggers it"
         else:
             assert owner in UNBUILT_OWNERS, f"{code} has an unknown owner {owner!r}"
 

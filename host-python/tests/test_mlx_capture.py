@@ -327,7 +327,7 @@ class Counting(Mlp):
 
 
 CODES = {
-    "backward": "capability_unsupported",
+    "backward": "gradient_site_intervention_unsupported",
     "backward_ready": "capability_unsupported",
     "followed_by": "followed_by_unsupported",
     "mixed": "mixed_module_selector",

@@ -108,13 +108,38 @@ pub const REFUSAL_CODES: &[RefusalCode] = &[
     ),
     refusal(
         "mixed_module_selector",
-        "mlx",
-        "tl.module mixed with another selector kind",
+        "preview",
+        "tl.module mixed with another selector kind in one live rule",
     ),
     refusal(
         "paddle_in_place_mutation",
         "paddle",
         "an in-place mutation inside the forward",
+    ),
+    refusal(
+        "paddle_value_escape",
+        "paddle",
+        "a tensor's value read into Python (.item(), if tensor:) inside the forward",
+    ),
+    refusal(
+        "paddle_static_graph",
+        "paddle",
+        "static-graph mode or a to_static root (dygraph only)",
+    ),
+    refusal(
+        "paddle_import_order",
+        "paddle",
+        "Paddle would be imported after TensorFlow, which crashes inside Paddle",
+    ),
+    refusal(
+        "gradient_site_intervention_unsupported",
+        "preview",
+        "an edit at a gradient site needs a captured backward pass",
+    ),
+    refusal(
+        "edit_action_unsupported",
+        "preview",
+        "an edit action the backend has no implementation of",
     ),
     refusal(
         "constant_unrealizable",

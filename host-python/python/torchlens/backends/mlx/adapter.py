@@ -202,9 +202,9 @@ class MlxAdapter(BackendProtocol):
         for intervention in request.interventions:
             if intervention.direction == "backward":
                 raise refusals.refuse(
-                    "gradient-site interventions need true backward capture",
-                    "capability_unsupported",
-                    "intervene on forward values (leave direction unset)",
+                    "gradient-site interventions (direction='backward') need a captured backward pass",
+                    "gradient_site_intervention_unsupported",
+                    "edit forward values (leave direction unset), or use the PyTorch backend",
                 )
             check_rule_selector(intervention.condition, "intervene=")
         if request.stop_after is not None:

@@ -13,6 +13,7 @@ CODES = (
     "mlx_transform_at_entry",
     "mlx_compiled_attribute_not_logged",
     "mixed_module_selector",
+    "gradient_site_intervention_unsupported",
     "unwrapped_op_in_capture",
     "rng_state_in_graph",
     "constant_unrealizable",

@@ -1,0 +1,272 @@
+"""The Paddle adapter: the backend protocol for PaddlePaddle (dygraph)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Any, List, Tuple
+
+from . import refusals
+
+# Paddle crashes when first imported after TensorFlow: refuse before importing it.
+refusals.check_import_order()
+
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest  # noqa: E402
+from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
+from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime  # noqa: E402
+from torchlens.errors import PayloadModifiedError  # noqa: E402
+
+from .capture import Recorder, tensors_of  # noqa: E402
+from .dtypes import neutral_name, paddle_dtype  # noqa: E402
+
+
+@dataclass
+class PaddleRuntime(ReplayRuntime):
+    """Runtime-only data of a live trace (never saved): what replay reads, plus the call that
+    derived gradients run again."""
+
+    model: Any = None
+    args: tuple = ()
+    kwargs: Any = None
+    param_addresses: Any = None
+
+
+def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
+    """``(name, Tensor)`` for every Tensor of a returned structure (tuples, lists, dicts)."""
+    if isinstance(output, paddle.Tensor):
+        return [(prefix, output)]
+    pairs: List[Tuple[str, Any]] = []
+    if isinstance(output, (list, tuple)):
+        for index, item in enumerate(output):
+            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
+    elif isinstance(output, dict):
+        for key, item in output.items():
+            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
+    return pairs
+
+
+def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
+    """``(name, Tensor)`` for every Tensor among the call's arguments."""
+    pairs: List[Tuple[str, Any]] = []
+    for index, value in enumerate(args):
+        pairs.extend(output_pairs(value, f"inputs.{index}"))
+    for key, value in kwargs.items():
+        pairs.extend(output_pairs(value, f"inputs.{key}"))
+    return pairs
+
+
+class _VersionGuard:
+    """Saved values are the model's own tensors; Paddle bumps a tensor's inplace version on
+    every in-place write, so a value changed after the capture is refused instead of served."""
+
+    __slots__ = ("versions",)
+
+    def __init__(self, versions: dict) -> None:
+        self.versions = versions
+
+    def __call__(self, value_id: int, value: Any) -> None:
+        expected = self.versions.get(value_id)
+        if expected is not None and value._inplace_version() != expected:
+            raise PayloadModifiedError(
+                "this saved value was modified in place after the capture",
+                "payload_modified_after_capture",
+                "clone tensors returned by the model before changing them in place, or trace again",
+            )
+
+
+class PaddleAdapter(BackendProtocol):
+    """Fills the backend protocol for PaddlePaddle dygraph."""
+
+    refusal_codes = refusals.CODES
+
+    # ---- capture -------------------------------------------------------------------------------
+
+    def capture(self, request: CaptureRequest) -> Any:
+        # Captures on several threads take turns: each one patches the same module attributes
+        # (paddle._C_ops), and one finishing first would restore them under the other.
+        with _CAPTURE_LOCK:
+            return self._capture(request)
+
+    def _capture(self, request: CaptureRequest) -> Any:
+        options = request.options
+        grad_options = options.grad_options
+        if grad_options is not None:
+            from .grads import GradOptions
+
+            if not isinstance(grad_options, GradOptions):
+                raise refusals.option(
+                    "grad_options for the Paddle backend must be tl.backends.paddle.GradOptions",
+                    "pass tl.backends.paddle.GradOptions(loss_fn=..., input_grad_argnums=(0,))",
+                )
+            from .grads import check_options
+
+            check_options(grad_options, request.args)
+            if request.interventions or request.stop_after is not None:
+                raise refusals.option(
+                    "grad_options cannot be combined with intervene= or stop_after=",
+                    "trace once with the edits, and take derived gradients on a separate trace",
+                )
+        model = request.model
+        refusals.root(model)
+        is_layer = isinstance(model, paddle.nn.Layer)
+        mode = options.module_identity_mode
+        if mode == "object_module" and not is_layer:
+            raise refusals.option(
+                "module_identity_mode='object_module' needs a paddle.nn.Layer root",
+                "leave module_identity_mode unset for raw callables (function_root)",
+            )
+        if mode is None:
+            mode = "object_module" if is_layer else "function_root"
+        edits = None
+        if request.interventions or request.stop_after is not None:
+            from .edits import LiveEdits
+
+            edits = LiveEdits(request, self)
+        with CaptureSession(request) as session, Patches() as patches:
+            recorder = Recorder(session, patches)
+            versions = recorder.versions
+
+            def hold(value_id: int, value: Any) -> Any:
+                versions[value_id] = value._inplace_version()
+                return value
+
+            session.hold = hold
+            if mode == "object_module":
+                recorder.declare_layers(model)
+            else:
+                name = getattr(model, "__name__", type(model).__name__)
+                session.module(0, ["self"], name, False, False)
+                recorder.module_ids[id(model)] = 0
+            session.extra("provenance.module_identity_mode", mode)
+            session.extra("provenance.param_source", "module" if recorder.params else "none")
+            for name, tensor in input_pairs(request.args, request.kwargs):
+                recorder.input(name, tensor)
+            if edits is not None:
+                edits.attach(session, recorder)
+            recorder.install(patches)
+            stopped = False
+            if mode == "object_module":
+                try:
+                    output = model(*request.args, **request.kwargs)
+                except _stop_signal() as signal:
+                    stopped, output = True, signal
+            else:
+                session.enter(0)
+                try:
+                    output = model(*request.args, **request.kwargs)
+                except _stop_signal() as signal:
+                    stopped, output = True, signal
+                if not stopped:
+                    output = recorder.exit(0, output)
+            patches.restore_all()
+            if stopped:
+                edits.finish_stopped(session, output)
+            else:
+                for name, tensor in output_pairs(output):
+                    value_id = recorder.known_id(tensor)
+                    if value_id is None:
+                        value_id = recorder.id_of(tensor)
+                    session.output(name, value_id)
+            if recorder.aliases:
+                session.extra("provenance.paddle_aliases", str(recorder.aliases))
+            runtime = PaddleRuntime(
+                records=recorder.records,
+                reference=self.reference_of(request) if edits is None else self._edited_reference(request),
+                params=recorder.params,
+                param_dtypes=recorder.param_dtypes,
+                values=recorder.values,
+                model=model,
+                args=request.args,
+                kwargs=request.kwargs,
+            )
+            if edits is not None:
+                edits.prepare_runtime(runtime)
+            trace = session.finish(self, runtime=runtime, payload_guard=_VersionGuard(versions))
+        trace.options = dataclasses.replace(options, module_identity_mode=mode)
+        if grad_options is not None:
+            from .grads import derive
+
+            trace.autograd = derive(trace, grad_options)
+        return trace
+
+    def _edited_reference(self, request: CaptureRequest) -> Any:
+        """What an edited trace's outputs are compared with: the same call run again with the
+        same edit rules (an independent capture, nothing shared with this one)."""
+
+        def rerun() -> List[Any]:
+            again = self.capture(dataclasses.replace(request, save=SaveRequest("all"), facets=None))
+            return [op.out for op in again.outputs]
+
+        return rerun
+
+    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
+        with paddle.no_grad():
+            return model(*args, **kwargs)
+
+    def output_leaves(self, output: Any) -> List[Any]:
+        return tensors_of(output)
+
+    # ---- host copies ----------------------------------------------------------------------------
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A host NumPy array of a Tensor; bfloat16 and float8 widen to float32."""
+        if not isinstance(value, paddle.Tensor):
+            return np.asarray(value)
+        if neutral_name(value.dtype).startswith(("bfloat16", "float8")):
+            value = value.astype("float32")
+        return value.numpy()
+
+    def neutral_dtype(self, value: Any) -> str:
+        return neutral_name(value.dtype)
+
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
+        if is_bit_carrier(dtype) and array.dtype.kind == "u":
+            # Raw bits of a dtype NumPy lacks (bfloat16 travels as uint16): reinterpret them.
+            bits = paddle.to_tensor(np.ascontiguousarray(array).view(np.int16))
+            return bits.view(paddle_dtype(dtype))
+        if dtype == "bfloat16":
+            return paddle.to_tensor(np.asarray(array, dtype=np.float32)).astype("bfloat16")
+        return paddle.to_tensor(np.array(array, dtype=np.dtype(dtype), order="C"))
+
+    def apply_action(self, action: Any, value: Any) -> Any:
+        """Zero-ablate, scale, add and replace-with computed natively on the tensor; a raw
+        callable runs on the ``paddle.Tensor`` itself; other helpers compute on a host copy."""
+        from .edits import apply_natively
+
+        return apply_natively(self, action, value)
+
+    # ---- payload codec ----------------------------------------------------------------------------
+
+    def payload_bytes(self, value: Any) -> memoryview:
+        """The value's bytes in C order (bfloat16 as its raw bits)."""
+        from torchlens.adapter_kit.array_codec import payload_bytes
+
+        if neutral_name(value.dtype) == "bfloat16":
+            return payload_bytes(value.view(paddle.int16).numpy().view(np.uint16))
+        return payload_bytes(value.numpy())
+
+    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
+        """Every payload loads back as a ``paddle.Tensor``."""
+        return {label: "value" for label in labels.values()}
+
+    # ---- replay hooks -----------------------------------------------------------------------------
+
+    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
+        with paddle.no_grad():
+            result = record.call(*args, **kwargs)
+        if record.output_index is None:
+            return result
+        return tensors_of(result)[record.output_index]
+
+
+_CAPTURE_LOCK = threading.RLock()
+
+
+def _stop_signal() -> Any:
+    from .edits import StopSignal
+
+    return StopSignal

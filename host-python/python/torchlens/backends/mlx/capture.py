@@ -605,8 +605,8 @@ class Recorder:
 
         return make
 
-    #: Set by the adapter: whether the calling thread is the capture's (properties cannot use
-    #: ``Patches.wrap``).
+    #: Whether the calling thread is the capture's (set by ``install``; properties are replaced
+    #: on the class, so their getter checks the thread itself).
     patches_owner: Callable[[], bool] = staticmethod(lambda: True)
 
 
@@ -802,7 +802,3 @@ def rebuild(result: Any, arrays: Sequence[Any]) -> Any:
     if isinstance(result, mx.array):
         return arrays[0]
     return type(result)(arrays) if isinstance(result, tuple) else list(arrays)
-
-
-def known_ids(recorder: Recorder, output: Any) -> Set[int]:
-    return {recorder.known[id(array)] for array in result_arrays(output) if id(array) in recorder.known}

@@ -168,3 +168,25 @@ def test_shape_changing_edits_refuse(action):
     with pytest.raises(UnsupportedError) as caught:
         tl.trace(Mlp(), X, backend="mlx", intervene=tl.when(tl.func("relu"), action))
     assert caught.value.code == "edit_shape_changed"
+
+
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        mx.random.seed(3)
+        self.fc = nn.Linear(4, 4)
+
+    def __call__(self, x):
+        return self.fc(nn.relu(self.fc(x)))
+
+
+def test_a_module_rule_for_one_call_of_a_repeated_module():
+    model = Twice()
+    x = mx.ones((1, 4))
+    trace = tl.trace(model, x, backend="mlx", intervene=tl.when(tl.module("fc:2"), tl.scale(-1.0)))
+    expected = model.fc(nn.relu(model.fc(x))) * -1.0
+    assert np.allclose(np.array(trace.outputs[0].out), np.array(expected), atol=1e-5)
+    assert len([op for op in trace.ops if op.is_edited]) == 1
+    assert trace.validate_forward_pass(None) is True
+    first = tl.trace(model, x, backend="mlx", stop_after=tl.module("fc:1"))
+    assert first.is_stopped and [op.func_name for op in first.ops][-1] == "addmm"

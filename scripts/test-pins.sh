@@ -25,3 +25,13 @@ fi
 "$venv/bin/python" -m pip install --quiet "paddlepaddle==3.3.1" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
 "$venv/bin/python" -m pip install --quiet "$root"
 (cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m paddle test_paddle_*.py)
+
+# MLX: the spec's 0.26 line, 0.26.5 (the first 0.26 release with a Linux CPU build, mlx-cpu).
+venv="$root/.venv-pins/mlx"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "mlx[cpu]==0.26.5" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
+"$venv/bin/python" -m pip install --quiet "$root"
+(cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m mlx test_mlx_*.py)

@@ -1,0 +1,605 @@
+"""The MLX adapter: the backend protocol for MLX."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
+from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+
+from . import refusals
+from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
+from .dtypes import mlx_dtype, neutral_name
+from .modules import ModuleTree, discover, install_calls
+
+
+@dataclass
+class MlxRuntime(ReplayRuntime):
+    """Runtime-only data of a live trace (never saved): what replay reads, plus the call that
+    derived gradients run again."""
+
+    model: Any = None
+    args: tuple = ()
+    kwargs: Any = None
+    tree: Any = None
+    input_ids: Any = None
+    mode: str = "function_root"
+    edits: Dict[int, List[Tuple[str, str, Any]]] = field(default_factory=dict)
+    #: The capture's structural signature and value ids in order (derived gradients).
+    order: List[Any] = field(default_factory=list)
+    order_ids: List[int] = field(default_factory=list)
+
+
+def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
+    """``(name, array)`` for every ``mx.array`` of a returned structure (tuples, lists, dicts)."""
+    if isinstance(output, mx.array):
+        return [(prefix, output)]
+    pairs: List[Tuple[str, Any]] = []
+    if isinstance(output, (list, tuple)):
+        for index, item in enumerate(output):
+            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
+    elif isinstance(output, dict):
+        for key, item in output.items():
+            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
+    return pairs
+
+
+def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
+    """``(name, array)`` for every ``mx.array`` among the call's arguments."""
+    pairs: List[Tuple[str, Any]] = []
+    for index, value in enumerate(args):
+        pairs.extend(output_pairs(value, f"inputs.{index}"))
+    for key, value in kwargs.items():
+        pairs.extend(output_pairs(value, f"inputs.{key}"))
+    return pairs
+
+
+def replace_leaves(output: Any, replacements: Dict[int, Any]) -> Any:
+    """``output`` with each array whose ``id`` is in ``replacements`` swapped for its value."""
+    if isinstance(output, mx.array):
+        return replacements.get(id(output), output)
+    if isinstance(output, tuple):
+        return type(output)(replace_leaves(item, replacements) for item in output)
+    if isinstance(output, list):
+        return [replace_leaves(item, replacements) for item in output]
+    if isinstance(output, dict):
+        return {key: replace_leaves(item, replacements) for key, item in output.items()}
+    return output
+
+
+def selector_kinds(selector: Any) -> set:
+    """The node kinds of a selector (``func``, ``module``, ``and``, ``where`` ...)."""
+    nodes, _ = selector.arena()
+    return {node[0] for node in nodes}
+
+
+_LEAF_KINDS = ("func", "label", "label_contains", "in_module")
+
+
+def check_rule_selector(selector: Any, what: str) -> None:
+    """Refuses selectors MLX cannot decide live, before the forward runs."""
+    kinds = selector_kinds(selector)
+    for kind, code, shown in refusals._REFUSED_KINDS:
+        if kind in kinds:
+            raise refusals.refuse(
+                f"{shown} cannot be decided live on MLX ({what})",
+                code,
+                "use a static selector: tl.func, tl.label, tl.label_contains, tl.in_module or tl.module",
+            )
+    if "module" in kinds and any(kind in kinds for kind in _LEAF_KINDS):
+        raise refusals.refuse(
+            f"{what} mixes tl.module(...) with another selector kind; a module term fires at the "
+            "call's exit, the others at the op",
+            "mixed_module_selector",
+            "use a union of tl.module terms, or split the rule into two tl.when rules",
+        )
+
+
+class Declarations:
+    """The edits a finished trace declares, by value id (read once, at replay time)."""
+
+    def __init__(self) -> None:
+        self.trace: Any = None
+        self._by_value: Optional[Dict[int, List[Tuple[str, str]]]] = None
+
+    def of(self, value_id: int) -> List[Tuple[str, str]]:
+        if self._by_value is None:
+            self._by_value = {}
+            if self.trace is not None:
+                for op in self.trace.ops:
+                    edits = op._info.get("edits") or []
+                    if edits:
+                        self._by_value[op._info.get("value")] = [(rule, action) for rule, action, _ in edits]
+        return self._by_value.get(value_id, [])
+
+
+class EditedCall:
+    """Replay of a recorded op that checks the trace's edit declaration: the recorded producer,
+    then the edits the capture applied, re-applied only when the trace declares exactly those
+    edits on the op. A stripped or forged declaration (an edit declared that did not run, or
+    one that ran and is not declared) fails the op's replay.
+
+    The edits are re-applied to a producer output equal to the recorded pre-hook value (the op's
+    own parents); a perturbed parent yields the producer's moved output as it is, so the
+    perturbation check shows the producer depends on its parents even when the edit's
+    replacement does not (``zero_ablate``, ``replace_with``)."""
+
+    __slots__ = ("call", "value_id", "edits", "adapter", "pre_value", "index", "declarations")
+
+    def __init__(
+        self,
+        call: Any,
+        value_id: int,
+        edits: List[Tuple[str, str, Any]],
+        adapter: Any,
+        pre_value: Any,
+        index: Any,
+        declarations: Declarations,
+    ) -> None:
+        self.call, self.value_id, self.edits, self.adapter = call, value_id, list(edits), adapter
+        self.pre_value, self.index, self.declarations = pre_value, index, declarations
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.declarations.of(self.value_id) != [(rule, described) for rule, described, _ in self.edits]:
+            raise ValueError("the edits the trace declares on this op are not the ones the capture applied")
+        result = self.call(*args, **kwargs)
+        if not self.edits:
+            return result
+        from torchlens.adapter_kit.replay import values_match
+
+        produced = result if self.index is None else result[self.index]
+        if not isinstance(produced, mx.array):
+            return result
+        if not values_match(self.adapter, produced, self.pre_value, neutral_name(produced.dtype)):
+            return result
+        edited = produced
+        for _, _, action in self.edits:
+            edited = self.adapter.apply_action(action, edited)
+        if self.index is None:
+            return edited
+        items = list(result)
+        items[self.index] = edited
+        return items
+
+
+class MlxAdapter(BackendProtocol):
+    """Fills the backend protocol for MLX."""
+
+    refusal_codes = refusals.CODES
+
+    # ---- capture -------------------------------------------------------------------------------
+
+    def capture(self, request: CaptureRequest) -> Any:
+        options = request.options
+        grad_options = options.grad_options
+        if grad_options is not None:
+            from .grads import GradOptions
+
+            if not isinstance(grad_options, GradOptions):
+                raise refusals.option(
+                    "grad_options for the mlx backend must be tl.backends.mlx.GradOptions",
+                    "pass tl.backends.mlx.GradOptions(loss_fn=..., input_grad_argnums=(0,))",
+                )
+            if request.interventions or request.stop_after is not None:
+                raise refusals.option(
+                    "grad_options cannot combine with intervene= or stop_after= on MLX",
+                    "take derived gradients in a separate tl.trace call",
+                )
+        if options.extra.get("backward_ready"):
+            raise refusals.refuse(
+                "backward_ready=True needs true backward capture",
+                "capability_unsupported",
+                "use tl.backends.mlx.GradOptions for derived gradients, or the torch backend",
+            )
+        for intervention in request.interventions:
+            if intervention.direction == "backward":
+                raise refusals.refuse(
+                    "gradient-site interventions (direction='backward') need a captured backward pass",
+                    "gradient_site_intervention_unsupported",
+                    "edit forward values (leave direction unset), or use the PyTorch backend",
+                )
+            check_rule_selector(intervention.condition, "intervene=")
+        if request.stop_after is not None:
+            check_rule_selector(request.stop_after.selector, "stop_after=")
+        model = request.model
+        refusals.check_root(model)
+        mode = options.module_identity_mode
+        is_module = isinstance(model, nn.Module)
+        if mode == "object_module" and not is_module:
+            raise refusals.option(
+                "module_identity_mode='object_module' needs an mlx.nn.Module root",
+                "leave module_identity_mode unset for plain functions (function_root)",
+            )
+        if mode is None:
+            mode = "object_module" if is_module else "function_root"
+        tree = discover(model) if mode == "object_module" else ModuleTree()
+        if mode == "function_root" and is_module:
+            # The root-only surface: no submodules, every parameter belongs to the root.
+            walked = discover(model)
+            tree.params = [(address, 0, array, trainable) for address, _, array, trainable in walked.params]
+            tree.modules = [walked.modules[0]]
+            tree.by_object = {id(model): 0}
+        on_unwrapped = options.extra.get(refusals.ON_UNWRAPPED, "warn")
+        evaluate = mx.eval
+        with CaptureSession(request) as session:
+            recorder = Recorder(session, on_unwrapped=on_unwrapped)
+            self._declare(session, recorder, model, tree, mode)
+            recorder.scan_outside(
+                [model] + [record.obj for record in tree.modules[1:] if not record.container]
+            )
+            input_ids = [
+                recorder.input(name, array) for name, array in input_pairs(request.args, request.kwargs)
+            ]
+            live = _LiveEdits(self, session, recorder, request)
+            stopped: Optional[List[int]] = None
+            session.enter(0)
+            with Patches() as patches:
+                recorder.install(patches)
+                rebind_held_functions(
+                    patches, [record.obj for record in tree.modules if not record.container], recorder.wrapped
+                )
+                install_calls(patches, tree, live.module_call)
+                compiled = _compiled_attributes(tree, model)
+                transformed = refusals.gc_func_type()
+                for owner, name in compiled + recorder.global_transforms:
+                    # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).
+                    if isinstance(getattr(owner, name), transformed):
+                        patches.replace(owner, name, live.compiled_attribute(getattr(owner, name), name))
+                if live.active:
+                    recorder.on_op = live.at_op
+                try:
+                    output = model(*request.args, **request.kwargs)
+                    outputs = [(name, recorder.value_id_of(array)) for name, array in output_pairs(output)]
+                except Stop as stop:
+                    stopped = stop.frontier
+            if stopped is None:
+                recorder.declare_remaining()
+                ids = [value_id for _, value_id in outputs]
+                session.exit(0, ids, [recorder.values.get(value_id) for value_id in ids])
+                for name, value_id in outputs:
+                    session.output(name, value_id)
+            else:
+                session.exit(0, [])
+                session.mark_stopped("stop_after", stopped)
+            if recorder.unwrapped:
+                session.mark_unverified("unwrapped_op_in_capture")
+            if live.compiled_called or recorder.transformed_called:
+                session.mark_unverified("mlx_compiled_attribute_not_logged")
+            # Realize-once: every recorded value in one evaluation, before any payload is read.
+            recorder.realize_all(evaluate)
+            edited = self._edited_records(recorder)
+            runtime = MlxRuntime(
+                records=recorder.records,
+                reference=self._reference(request, recorder, stopped, tree, mode),
+                params=recorder.params,
+                param_dtypes=recorder.param_dtypes,
+                values=recorder.values,
+                model=model,
+                args=request.args,
+                kwargs=request.kwargs,
+                tree=tree,
+                input_ids=input_ids,
+                mode=mode,
+                edits=recorder.edits,
+                order=recorder.order,
+                order_ids=recorder.order_ids,
+            )
+            with warnings.catch_warnings():
+                if recorder.unwrapped:
+                    warnings.simplefilter("always")
+                trace = session.finish(self, runtime=runtime)
+        edited.trace = trace
+        trace.options = dataclasses.replace(options, module_identity_mode=mode)
+        if grad_options is not None:
+            from .grads import derive
+
+            trace.autograd = derive(trace, grad_options)
+        return trace
+
+    def _edited_records(self, recorder: Recorder) -> Declarations:
+        """Every replay record checks the trace's edit declaration when it runs; edited ones
+        re-apply their edits."""
+        declarations = Declarations()
+        edits = recorder.edits
+        for value_id, record in recorder.records.items():
+            if record.call is None:
+                continue
+            applied = edits.get(value_id, [])
+            pre_value = recorder.pre_values.get(value_id)
+            record.call = EditedCall(
+                record.call, value_id, applied, self, pre_value, record.output_index, declarations
+            )
+        return declarations
+
+    def _reference(
+        self, request: CaptureRequest, recorder: Recorder, stopped: Optional[List[int]], tree: Any, mode: str
+    ) -> Any:
+        """The outputs replay compares with: the model with nothing installed, or, for an
+        edited run, the model run again with the same edits applied and nothing recorded."""
+        if stopped is not None:
+            return lambda: []
+        if not recorder.edits:
+            return self.reference_of(request)
+        adapter = self
+
+        def rerun() -> List[Any]:
+            # A fresh forward with the same edits (its own capture), independent of this one.
+            again = adapter.capture(dataclasses.replace(request, save=SaveRequest()))
+            return [op.out for op in again.outputs]
+
+        return rerun
+
+    def _declare(self, session: Any, recorder: Recorder, model: Any, tree: ModuleTree, mode: str) -> None:
+        if mode == "object_module":
+            name = type(model).__name__
+            training = bool(getattr(model, "training", False))
+        else:
+            name = getattr(model, "__name__", type(model).__name__)
+            training = False
+        session.module(0, ["self"], name, False, training)
+        for record in tree.modules[1:]:
+            session.module(
+                record.module_id,
+                record.addresses,
+                record.class_name,
+                record.container,
+                bool(getattr(record.obj, "training", False)),
+            )
+        session.extra("provenance.module_identity_mode", mode)
+        session.extra("provenance.param_source", "module" if tree.params else "none")
+        recorder.defer_params(tree.params)
+
+    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
+        output = model(*args, **kwargs)
+        mx.eval([array for _, array in output_pairs(output)])
+        return output
+
+    def output_leaves(self, output: Any) -> List[Any]:
+        return [array for _, array in output_pairs(output)]
+
+    def realize(self, values: List[Any]) -> List[Any]:
+        """Evaluates lazy arrays in one ``mx.eval``."""
+        arrays = [value for value in values if isinstance(value, mx.array)]
+        if arrays:
+            mx.eval(arrays)
+        return values
+
+    # ---- host copies ----------------------------------------------------------------------------
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A host NumPy array of an ``mx.array``; bfloat16 widens to float32."""
+        if not isinstance(value, mx.array):
+            return np.asarray(value)
+        if neutral_name(value.dtype) == "bfloat16":
+            value = value.astype(mx.float32)
+        return np.array(value)
+
+    def neutral_dtype(self, value: Any) -> str:
+        return neutral_name(value.dtype) if isinstance(value, mx.array) else np.asarray(value).dtype.name
+
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
+        if is_bit_carrier(dtype) and array.dtype.kind == "u":
+            # Raw bits of a dtype NumPy lacks natively (bfloat16 travels as uint16).
+            return mx.array(np.ascontiguousarray(array)).view(mlx_dtype(dtype))
+        if dtype == "bfloat16":
+            return mx.array(np.asarray(array, dtype=np.float32)).astype(mx.bfloat16)
+        return mx.array(np.array(array, dtype=np.dtype(dtype), order="C"))
+
+    def payload_bytes(self, value: Any) -> memoryview:
+        """The value's bytes in C order (bfloat16 as its raw bits)."""
+        from torchlens.adapter_kit.array_codec import payload_bytes
+
+        if neutral_name(value.dtype) == "bfloat16":
+            return payload_bytes(np.array(value.view(mx.uint16)))
+        return payload_bytes(np.array(value))
+
+    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
+        """Every payload loads back as an ``mx.array``."""
+        return {label: "value" for label in labels.values()}
+
+    # ---- edits ----------------------------------------------------------------------------------
+
+    def apply_action(self, action: Any, value: Any) -> Any:
+        """Applies an edit action with MLX's own lazy ops (nothing is evaluated mid-forward,
+        so realize-once holds); the result keeps the value's shape and dtype."""
+        from torchlens.edits import actions
+
+        if isinstance(action, actions.CallableAction):
+            result = action.apply(value, self)
+        elif isinstance(action, actions.ZeroAblate):
+            result = mx.zeros_like(value)
+        elif isinstance(action, actions.Scale):
+            result = value * action.factor
+        elif isinstance(action, actions.Add):
+            result = value + _as_mlx(action.delta)
+        elif isinstance(action, actions.Clamp):
+            result = mx.clip(value, action.min, action.max)
+        elif isinstance(action, actions.MeanAblate):
+            if action.source is not None:
+                result = mx.full(value.shape, _as_mlx(action.source).astype(mx.float32).mean())
+            elif action.dim is None:
+                result = mx.full(value.shape, value.astype(mx.float32).mean())
+            else:
+                result = mx.broadcast_to(
+                    value.astype(mx.float32).mean(axis=action.dim, keepdims=True), value.shape
+                )
+        elif isinstance(action, actions.ReplaceWith):
+            replacement = action.value() if callable(action.value) else action.value
+            replacement = _as_mlx(replacement)
+            try:
+                result = mx.broadcast_to(replacement, value.shape)
+            except ValueError:
+                result = replacement  # the shape check below refuses it
+        else:
+            result = action.apply(value, self)
+        if not isinstance(result, mx.array):
+            result = _as_mlx(result)
+        if tuple(result.shape) != tuple(value.shape):
+            from torchlens.errors import UnsupportedError
+
+            raise UnsupportedError(
+                f"{action.describe()} would change the shape from {tuple(value.shape)} to "
+                f"{tuple(result.shape)}",
+                "edit_shape_changed",
+                "make the replacement the same shape as the value it replaces",
+            )
+        if result.dtype != value.dtype:
+            result = result.astype(value.dtype)
+        return result
+
+    # ---- replay hooks -----------------------------------------------------------------------------
+
+    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
+        result = record.call(*args, **kwargs)
+        if record.output_index is not None:
+            result = result[record.output_index]
+        return result
+
+
+def _as_mlx(value: Any) -> Any:
+    """An ``mx.array`` of a number, a NumPy array or an ``mx.array``."""
+    if isinstance(value, mx.array):
+        return value
+    return mx.array(np.asarray(value))
+
+
+def _compiled_attributes(tree: ModuleTree, model: Any) -> List[Tuple[Any, str]]:
+    """``(module, attribute)`` of every compiled function held by a module of the tree (or the
+    root function's object): its body runs where no wrapper sees it."""
+    gc_func = refusals.gc_func_type()
+    found = []
+    objects = [record.obj for record in tree.modules if not record.container] or []
+    for obj in objects:
+        try:
+            attributes = vars(obj)
+        except TypeError:
+            continue
+        for name, value in attributes.items():
+            if isinstance(value, gc_func):
+                found.append((obj, name))
+    return found
+
+
+class _LiveEdits:
+    """``intervene=`` and ``stop_after=`` at the wrapper boundary, and module call reporting."""
+
+    def __init__(
+        self, adapter: MlxAdapter, session: Any, recorder: Recorder, request: CaptureRequest
+    ) -> None:
+        self.adapter, self.session, self.recorder = adapter, session, recorder
+        self.interventions = list(request.interventions)
+        self.stop = request.stop_after
+        self.rules: List[Tuple[Any, Any]] = []
+        self.stop_rule: Any = None
+        self.active = bool(self.interventions) or self.stop is not None
+        self.compiled_called = False
+        self._prepared = False
+
+    def _prepare(self) -> None:
+        if self._prepared:
+            return
+        self._prepared = True
+        self.rules = [(self.session.rule(item.condition), item) for item in self.interventions]
+        if self.stop is not None:
+            self.stop_rule = self.session.rule(self.stop.selector)
+
+    def _edit(self, value_id: int, array: Any, intervention: Any) -> Any:
+        action = intervention.action
+        recorder = self.recorder
+        recorder.quiet += 1  # hook internals are not graph ops
+        try:
+            replacement = self.adapter.apply_action(action, array)
+        finally:
+            recorder.quiet -= 1
+        if tuple(replacement.shape) != tuple(array.shape):
+            from torchlens.errors import UnsupportedError
+
+            raise UnsupportedError(
+                f"{action.describe()} changed the shape", "edit_shape_changed", "keep the value's shape"
+            )
+        if replacement.dtype != array.dtype:
+            replacement = replacement.astype(array.dtype)
+        session = self.session
+        rule = intervention.describe()
+        recorder.pre_values.setdefault(value_id, array)
+        session.edit(value_id, rule, action.describe(), "post")
+        session.replace_payload(value_id, replacement)
+        recorder.values[value_id] = replacement
+        recorder.known[id(replacement)] = value_id
+        recorder.edits.setdefault(value_id, []).append((rule, action.describe(), action))
+        return replacement
+
+    def at_op(self, func: str, ids: List[int], result: Any) -> Any:
+        self._prepare()
+        arrays = result_arrays(result)
+        changed = False
+        for index, value_id in enumerate(ids):
+            for rule, intervention in self.rules:
+                if rule.at_op(func, value_id):
+                    arrays[index] = self._edit(value_id, arrays[index], intervention)
+                    changed = True
+        if changed:
+            result = rebuild(result, arrays)
+        if self.stop_rule is not None:
+            hits = [value_id for value_id in ids if self.stop_rule.at_op(func, value_id)]
+            if hits:
+                raise Stop(hits)
+        return result
+
+    def module_call(self, original: Any, module: Any, module_id: int, args: tuple, kwargs: dict) -> Any:
+        session, recorder = self.session, self.recorder
+        session.enter(module_id)
+        try:
+            output = original(module, *args, **kwargs)
+        except Stop:
+            session.exit(module_id, [])
+            raise
+        arrays = [array for _, array in output_pairs(output)]
+        ids = [recorder.value_id_of(array) for array in arrays]
+        session.exit(module_id, ids, arrays)
+        if not self.active:
+            return output
+        self._prepare()
+        replacements: Dict[int, Any] = {}
+        by_id = dict(zip(ids, arrays))
+        for rule, intervention in self.rules:
+            if rule.waits_for_exits:
+                for value_id in rule.at_exit(ids):
+                    array = by_id[value_id]
+                    new = self._edit(value_id, array, intervention)
+                    replacements[id(array)] = new
+                    by_id[value_id] = new
+        if replacements:
+            output = replace_leaves(output, replacements)
+        if self.stop_rule is not None and self.stop_rule.waits_for_exits:
+            hits = self.stop_rule.at_exit(ids)
+            if hits:
+                raise Stop(hits)
+        return output
+
+    def compiled_attribute(self, function: Any, name: str) -> Any:
+        """A compiled function held by the model: its body runs outside the wrappers, so its
+        outputs are recorded as one opaque op and the capture is ceilinged."""
+        live = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            recorder = live.recorder
+            if recorder.quiet:
+                return function(*args, **kwargs)
+            live.compiled_called = True
+            recorder.quiet += 1
+            try:
+                result = function(*args, **kwargs)
+            finally:
+                recorder.quiet -= 1
+            return recorder.record(name, function, args, kwargs, result)
+
+        return call

@@ -8,7 +8,7 @@ import json
 import statistics
 import subprocess
 import time
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 
 def timed(run: Callable[[], object], repeats: int) -> float:
@@ -23,13 +23,19 @@ def timed(run: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def measure_in_reference_python(reference_python: str, script: str, repeats: int) -> dict:
-    """Runs ``script --mode reference --repeats N`` under ``reference_python``; the script's
-    last line of output is its JSON measurement."""
-    completed = subprocess.run(
-        [reference_python, script, "--mode", "reference", "--repeats", str(repeats)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+def measure_in_reference_python(
+    reference_python: str,
+    script: str,
+    repeats: int,
+    extra_arguments: Sequence[str] = (),
+    timeout: Optional[float] = None,
+) -> dict:
+    """Runs ``script --mode reference --repeats N [extra arguments]`` under
+    ``reference_python``; the script's last line of output is its JSON measurement. With a
+    ``timeout``, a run that does not finish in time is answered ``{"failed": ...}``."""
+    command = [reference_python, script, "--mode", "reference", "--repeats", str(repeats), *extra_arguments]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"did not finish in {timeout:.0f} s"}
     return json.loads(completed.stdout.strip().splitlines()[-1])

@@ -1,2 +1,21 @@
-"""The TensorFlow backend (planned: declared so routing, install hints and the capability matrix
-cover it; its adapter is not built yet)."""
+"""The TensorFlow backend: eager capture through TensorFlow's op callbacks, Keras
+``Layer.__call__`` and ``tf.Module`` call frames. Its declaration (``declaration.py``) imports
+nothing; ``tl.backends.tf.TFAdapter`` imports TensorFlow when first read."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "TFAdapter": ".adapter",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,10 +1,54 @@
-"""The TensorFlow backend's declaration. Planned: every request refuses with ``backend_not_built``
-until its adapter lands in this folder."""
+"""The TensorFlow backend's declaration: read by the registry without importing TensorFlow
+(routing reads ``sys.modules`` only, so it never imports a framework the caller has not)."""
 
 from __future__ import annotations
 
-from ..spec import planned_backend
+import sys
+from typing import Any
 
-SPEC = planned_backend(
-    "tf", "tensorflow", ("2.16", "2.22", "2.21.0"), "tf", ("tensorflow", "keras"), aliases=("tensorflow",)
+from ..registry import array_frameworks
+from ..spec import (
+    BackendSpec,
+    FrameworkRequirement,
+    implemented_by,
+    package_capabilities,
+    package_implementations,
+)
+
+
+def _detect(model: Any, inputs: Any) -> bool:
+    """A Keras layer or model, a ``tf.Module``, or a callable given ``tf.Tensor`` inputs and no
+    other framework's arrays (only when the caller imported TensorFlow)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return False
+    module = getattr(tf, "Module", None)
+    if module is not None and isinstance(model, module):
+        return True
+    keras = sys.modules.get("keras")
+    layer = getattr(keras, "Layer", None) if keras is not None else None
+    if layer is not None and isinstance(model, layer):
+        return True
+    return callable(model) and array_frameworks(inputs) == {"tensorflow"}
+
+
+SPEC = BackendSpec(
+    name="tf",
+    aliases=("tensorflow",),
+    maturity="preview",
+    requirement=FrameworkRequirement("tensorflow", "2.16", "2.22", "2.21.0", "tf"),
+    array_modules=("tensorflow", "keras"),
+    # Every capability not listed is False: a request for it refuses with its code.
+    capabilities=package_capabilities(save_selected=True),
+    capability_implementations={
+        **package_implementations(),
+        "save_selected": implemented_by("torchlens.backends.tf.adapter:TFAdapter.capture"),
+    },
+    option_values={
+        "module_identity_mode": ("function_root", "object_module"),
+        "payload_policy": ("array_payloads",),
+    },
+    adapter="torchlens.backends.tf.adapter:TFAdapter",
+    example="torchlens.backends.tf.example:example",
+    detect=_detect,
 )

@@ -1,0 +1,185 @@
+"""The TensorFlow adapter: the backend protocol for eager TensorFlow and Keras 3 (on the
+TensorFlow Keras backend)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Any, List, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
+from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+
+from . import refusals
+from .capture import EagerTensor, Recorder, is_keras_layer, tensors_of
+from .dtypes import DENSE, neutral_name, tf_dtype
+
+
+@dataclass
+class TFRuntime(ReplayRuntime):
+    """Runtime-only data of a live trace (never saved): what replay reads."""
+
+    model: Any = None
+    args: tuple = ()
+    kwargs: Any = None
+
+
+def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
+    """``(name, tensor)`` for every eager tensor of a returned structure (tuples, lists, dicts)."""
+    if isinstance(output, EagerTensor):
+        return [(prefix, output)]
+    pairs: List[Tuple[str, Any]] = []
+    if isinstance(output, (list, tuple)):
+        for index, item in enumerate(output):
+            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
+    elif isinstance(output, dict):
+        for key, item in output.items():
+            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
+    return pairs
+
+
+def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
+    """``(name, tensor)`` for every eager tensor among the call's arguments."""
+    pairs: List[Tuple[str, Any]] = []
+    for index, value in enumerate(args):
+        pairs.extend(output_pairs(value, f"inputs.{index}"))
+    for key, value in kwargs.items():
+        pairs.extend(output_pairs(value, f"inputs.{key}"))
+    return pairs
+
+
+class TFAdapter(BackendProtocol):
+    """Fills the backend protocol for eager TensorFlow (Keras 3 layers, ``tf.Module`` and plain
+    functions of ``tf.Tensor`` values)."""
+
+    refusal_codes = refusals.CODES
+
+    # ---- capture -------------------------------------------------------------------------------
+
+    def capture(self, request: CaptureRequest) -> Any:
+        # Captures on several threads take turns: each one patches the same class attributes.
+        with _CAPTURE_LOCK:
+            return self._capture(request)
+
+    def _capture(self, request: CaptureRequest) -> Any:
+        options = request.options
+        model = request.model
+        refusals.root(model)
+        is_module = isinstance(model, tf.Module)
+        mode = options.module_identity_mode
+        if mode == "object_module" and not is_module:
+            raise refusals.option(
+                "module_identity_mode='object_module' needs a Keras layer or tf.Module root",
+                "leave module_identity_mode unset for raw callables (function_root)",
+            )
+        if mode is None:
+            mode = "object_module" if is_module else "function_root"
+        with CaptureSession(request) as session, Patches() as patches:
+            recorder = Recorder(session)
+            if mode == "object_module":
+                recorder.declare_modules(model)
+            else:
+                name = getattr(model, "__name__", type(model).__name__)
+                session.module(0, ["self"], name, False, False)
+                recorder.module_ids[id(model)] = 0
+            session.extra("provenance.module_identity_mode", mode)
+            session.extra("provenance.param_source", "module" if recorder.params else "none")
+            for name, tensor in input_pairs(request.args, request.kwargs):
+                recorder.input(name, tensor)
+            recorder.install(patches, model if mode == "object_module" else None)
+            root_wrapped = mode == "object_module" and is_keras_layer(model)
+            if not root_wrapped:
+                session.enter(0)
+            output = model(*request.args, **request.kwargs)
+            if not root_wrapped:
+                recorder.exit(0, output)
+            patches.restore_all()
+            for name, tensor in output_pairs(output):
+                session.output(name, recorder.id_of(tensor))
+            if recorder.opaque:
+                session.extra("provenance.tf_opaque_ops", str(recorder.opaque))
+            runtime = TFRuntime(
+                records=recorder.records,
+                reference=self.reference_of(request),
+                params=recorder.params,
+                param_dtypes=recorder.param_dtypes,
+                values=recorder.values,
+                model=model,
+                args=request.args,
+                kwargs=request.kwargs,
+            )
+            trace = session.finish(self, runtime=runtime)
+        trace.options = dataclasses.replace(options, module_identity_mode=mode)
+        return trace
+
+    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
+        return model(*args, **kwargs)
+
+    def output_leaves(self, output: Any) -> List[Any]:
+        return tensors_of(output)
+
+    # ---- host copies ----------------------------------------------------------------------------
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A host NumPy array of a tensor or variable; bfloat16 widens to float32."""
+        if isinstance(value, tf.Variable):
+            value = value.read_value()
+        if not isinstance(value, EagerTensor):
+            return np.asarray(value)
+        if value.dtype == tf.bfloat16:
+            value = tf.cast(value, tf.float32)
+        return value.numpy()
+
+    def neutral_dtype(self, value: Any) -> str:
+        return neutral_name(value.dtype)
+
+    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
+        if is_bit_carrier(dtype) and array.dtype.kind == "u":
+            # Raw bits of a dtype NumPy lacks (bfloat16 travels as uint16): reinterpret them.
+            bits = tf.constant(np.ascontiguousarray(array))
+            return tf.bitcast(bits, tf_dtype(dtype))
+        if dtype == "bfloat16":
+            return tf.cast(tf.constant(np.asarray(array, dtype=np.float32)), tf.bfloat16)
+        return tf.constant(np.array(array, dtype=np.dtype(dtype), order="C"))
+
+    # ---- payload codec ----------------------------------------------------------------------------
+
+    def payload_bytes(self, value: Any) -> memoryview:
+        """The value's bytes in C order (bfloat16 as its raw bits); string, resource and variant
+        payloads refuse."""
+        from torchlens.adapter_kit.array_codec import payload_bytes
+
+        if isinstance(value, tf.Variable):
+            value = value.read_value()
+        dtype = neutral_name(value.dtype)
+        if dtype not in DENSE:
+            raise refusals.refuse(
+                f"a {dtype} payload has no array encoding in a .tlspec",
+                "capability_unsupported",
+                "save only dense numeric and bool values (save=tl.func(...) or tl.module(...))",
+            )
+        if dtype == "bfloat16":
+            return payload_bytes(tf.bitcast(value, tf.uint16).numpy())
+        return payload_bytes(value.numpy())
+
+    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
+        """Every payload loads back as a ``tf.Tensor``."""
+        return {label: "value" for label in labels.values()}
+
+    # ---- replay hooks -----------------------------------------------------------------------------
+
+    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
+        result = record.call(*args, **kwargs)
+        if record.output_index is None:
+            if isinstance(result, (list, tuple)):
+                return result[0]
+            return result
+        return list(result)[record.output_index]
+
+
+_CAPTURE_LOCK = threading.RLock()

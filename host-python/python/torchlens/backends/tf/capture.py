@@ -1,0 +1,430 @@
+"""One eager capture of a TensorFlow model. The real call runs with an op callback installed
+(``tensorflow.python.framework.op_callbacks``): TensorFlow calls it after every eager op with
+the op type, its input tensors, its attributes and its output tensors, so each op is recorded
+with the values it actually produced and the branch the Python code actually took. Keras
+``Layer.__call__`` and the ``__call__`` of every ``tf.Module`` class under the root are wrapped
+for the call (owner thread only, always removed) to attribute ops to module calls.
+
+Eager tensors are immutable, so a recorded value is the model's own tensor (no copy). A tensor an
+op reads that no recorded op produced is a constant from outside the forward (a parentless
+``constant`` op); ``ReadVariableOp`` of a declared variable is the parameter itself (no op).
+
+Op callbacks are read-only (TensorFlow ignores a returned replacement in eager mode), so this
+capture cannot change a value: ``intervene=`` and ``stop_after=`` refuse at the gate."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import tensorflow as tf
+from tensorflow.python.framework import op_callbacks, op_def_registry
+
+from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+
+from . import refusals
+from .dtypes import DENSE, neutral_name
+
+EagerTensor = type(tf.constant(0.0))
+
+#: Op types that read a variable: the output is the variable's value (a parameter or a constant).
+_READS = {"ReadVariableOp"}
+
+#: Op types that write a variable (refused: replay and the saved values would see the new value).
+_WRITES = re.compile(r"^(Assign\w*VariableOp|ResourceScatter\w*|ResourceApply\w*|VarHandleOp|DestroyResourceOp)$")
+
+#: Stateful random ops (refused: replay would draw again).
+_RANDOM = re.compile(r"Random|Multinomial|TruncatedNormal|RngSkip|RngReadAndSkip")
+
+#: Recorded names of some op types (otherwise the op type in snake case).
+_NAMES = {
+    "MatMul": "matmul",
+    "BatchMatMulV2": "matmul",
+    "BatchMatMulV3": "matmul",
+    "AddV2": "add",
+    "RealDiv": "div",
+    "ConcatV2": "concat",
+    "Conv2D": "conv2d",
+    "DepthwiseConv2dNative": "depthwise_conv2d",
+    "FusedBatchNormV3": "batch_norm",
+}
+
+
+def op_name(op_type: str) -> str:
+    """The recorded function name of an op type (``Relu`` → ``relu``, ``BiasAdd`` → ``bias_add``,
+    ``AddV2`` → ``add``, ``MatMul`` → ``matmul``)."""
+    name = _NAMES.get(op_type)
+    if name is not None:
+        return name
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_type).lower()
+
+
+def tensors_of(value: Any) -> List[Any]:
+    """Eager tensors of a returned structure, in order (nested tuples, lists and dicts)."""
+    if isinstance(value, EagerTensor):
+        return [value]
+    found: List[Any] = []
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            found.extend(tensors_of(item))
+    elif isinstance(value, dict):
+        for item in value.values():
+            found.extend(tensors_of(item))
+    return found
+
+
+def is_keras_layer(value: Any) -> bool:
+    import sys
+
+    keras = sys.modules.get("keras")
+    layer = getattr(keras, "Layer", None) if keras is not None else None
+    return layer is not None and isinstance(value, layer)
+
+
+def _children(node: Any) -> List[Tuple[str, Any]]:
+    """Sub-modules of a Keras layer or ``tf.Module``: attributes holding one (or a list, tuple or
+    dict of them), in attribute order, then tracked Keras sub-layers no attribute names."""
+    found: List[Tuple[str, Any]] = []
+    seen = set()
+
+    def add(name: str, value: Any) -> None:
+        if isinstance(value, tf.Module) and value is not node:
+            found.append((name, value))
+            seen.add(id(value))
+
+    for key, value in vars(node).items():
+        if key.startswith("_") and key != "_layers":
+            continue
+        name = "layers" if key == "_layers" else key
+        if isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                add(f"{name}.{index}", item)
+        elif isinstance(value, dict):
+            for item_key, item in value.items():
+                add(f"{name}.{item_key}", item)
+        else:
+            add(name, value)
+    if is_keras_layer(node):
+        for index, layer in enumerate(getattr(node, "_layers", ())):
+            if id(layer) not in seen:
+                found.append((f"layers.{index}", layer))
+    return found
+
+
+def own_variables(node: Any) -> List[Tuple[str, Any]]:
+    """``(name, tf.Variable)`` of the variables a layer or module owns itself."""
+    found: List[Tuple[str, Any]] = []
+    if is_keras_layer(node):
+        for variable in list(node._trainable_variables) + list(node._non_trainable_variables):
+            found.append((variable.name, variable.value))
+        return found
+    for key, value in vars(node).items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, tf.Variable):
+            found.append((key, value))
+        elif isinstance(value, (list, tuple)):
+            found.extend((f"{key}.{i}", item) for i, item in enumerate(value) if isinstance(item, tf.Variable))
+    return found
+
+
+class Walk:
+    """The module tree of a root Keras layer or ``tf.Module``: every module once, with all its
+    addresses (a layer reachable under several attributes is one module with aliases)."""
+
+    def __init__(self, root: Any) -> None:
+        self.addresses: Dict[int, List[str]] = {}
+        self.modules: List[Tuple[str, Any]] = []
+        self._visit("", root)
+
+    def _visit(self, prefix: str, node: Any) -> None:
+        known = self.addresses.get(id(node))
+        if known is not None:
+            known.append(prefix or "self")
+            return
+        self.addresses[id(node)] = [prefix or "self"]
+        self.modules.append((prefix, node))
+        dotted = f"{prefix}." if prefix else ""
+        for name, child in _children(node):
+            self._visit(dotted + name, child)
+
+
+class Recorder:
+    """Turns op callbacks and module calls into session events."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.owner_thread = threading.get_ident()
+        #: id(tensor) → value id (the tensors themselves are held in ``values``, so ids stay unique).
+        self.ids: Dict[int, int] = {}
+        self.values: Dict[int, Any] = {}
+        self.records: Dict[int, ReplayRecord] = {}
+        self.params: Dict[int, Any] = {}
+        self.param_dtypes: Dict[int, str] = {}
+        #: id(variable handle) → the parameter's value id.
+        self.handles: Dict[int, int] = {}
+        self.module_ids: Dict[int, int] = {}
+        self.addresses: Dict[int, str] = {}
+        self.depth = 0
+        self.opaque = 0
+        self.error: Optional[BaseException] = None
+        #: Variable reads mapped onto their parameter (held so their ids are not reused).
+        self.alive: List[Any] = []
+
+    # ---- values -------------------------------------------------------------------------------
+
+    def known_id(self, tensor: Any) -> Optional[int]:
+        return self.ids.get(id(tensor))
+
+    def tag(self, tensor: Any) -> int:
+        value_id = self.session.new_value_id()
+        self.ids[id(tensor)] = value_id
+        self.values[value_id] = tensor
+        return value_id
+
+    def id_of(self, tensor: Any) -> int:
+        value_id = self.known_id(tensor)
+        if value_id is not None:
+            return value_id
+        # Not produced inside the forward: a constant from outside (or a host literal).
+        value_id = self.tag(tensor)
+        self.session.constant(value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
+        return value_id
+
+    def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
+        value_id = self.id_of(tensor)
+        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
+
+    def input(self, name: str, tensor: Any) -> int:
+        known = self.known_id(tensor)
+        if known is not None:
+            return known
+        value_id = self.tag(tensor)
+        self.session.input(name, value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
+        return value_id
+
+    # ---- model structure ----------------------------------------------------------------------
+
+    def declare_modules(self, model: Any) -> None:
+        """Declares every module of a root layer or ``tf.Module`` (shared ones once, with all
+        their addresses) and the variables each one owns. The root is module 0, ``self``."""
+        walk = Walk(model)
+        session = self.session
+        for _prefix, node in walk.modules:
+            module_id = len(self.module_ids)
+            self.module_ids[id(node)] = module_id
+            self.addresses[module_id] = walk.addresses[id(node)][0]
+            session.module(
+                module_id,
+                walk.addresses[id(node)],
+                type(node).__name__,
+                False,
+                bool(getattr(node, "training", False)),
+            )
+        seen = set()
+        for prefix, node in walk.modules:
+            dotted = f"{prefix}." if prefix else ""
+            module_id = self.module_ids[id(node)]
+            for name, variable in own_variables(node):
+                if id(variable) in seen:
+                    continue
+                seen.add(id(variable))
+                self.param(dotted + name, module_id, variable)
+        self.walk = walk
+
+    def param(self, address: str, module_id: int, variable: Any) -> int:
+        value_id = self.session.new_value_id()
+        self.params[value_id] = variable
+        self.handles[id(variable.handle)] = value_id
+        dtype = neutral_name(variable.dtype)
+        self.param_dtypes[value_id] = dtype
+        self.session.param(value_id, address, module_id, tuple(variable.shape), dtype, bool(variable.trainable))
+        return value_id
+
+    def module_id(self, node: Any) -> int:
+        module_id = self.module_ids.get(id(node))
+        if module_id is None:
+            # A module built during the forward (or not reachable from the root): its own address.
+            module_id = max(self.module_ids.values(), default=0) + 1
+            self.module_ids[id(node)] = module_id
+            address = f"{type(node).__name__.lower()}_unregistered_{module_id}"
+            self.addresses[module_id] = address
+            self.session.module(module_id, [address], type(node).__name__, False, False)
+        return module_id
+
+    # ---- wrappers -----------------------------------------------------------------------------
+
+    def install(self, patches: Any, model: Any) -> None:
+        """Wraps ``keras.Layer.__call__`` and the ``__call__`` of every ``tf.Module`` class under
+        the root (not the root's own: the adapter enters the root call itself), and adds the op
+        callback; ``patches`` removes all of it."""
+        import sys
+
+        keras = sys.modules.get("keras")
+        if keras is not None:
+            patches.wrap(keras.Layer, "__call__", self._module_wrapper)
+        classes = set()
+        for _prefix, node in getattr(self, "walk", Walk(model)).modules:
+            cls = type(node)
+            if is_keras_layer(node) or cls in classes or "__call__" not in vars(cls):
+                continue
+            classes.add(cls)
+            patches.wrap(cls, "__call__", self._module_wrapper)
+        op_callbacks.add_op_callback(self.callback)
+        patches.on_exit(lambda: op_callbacks.remove_op_callback(self.callback))
+
+    def _module_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        def call(node: Any, *args: Any, **kwargs: Any) -> Any:
+            if recorder.depth or threading.get_ident() != recorder.owner_thread:
+                return original(node, *args, **kwargs)
+            module_id = recorder.module_id(node)
+            recorder.session.enter(module_id)
+            output = original(node, *args, **kwargs)
+            recorder.exit(module_id, output)
+            return output
+
+        return call
+
+    def exit(self, module_id: int, output: Any) -> None:
+        ids = []
+        values = []
+        for tensor in tensors_of(output):
+            value_id = self.known_id(tensor)
+            if value_id is not None:
+                ids.append(value_id)
+                values.append(tensor)
+        self.session.exit(module_id, ids, values)
+
+    # ---- ops ----------------------------------------------------------------------------------
+
+    def callback(
+        self,
+        op_type: Any,
+        inputs: Any,
+        attrs: Any,
+        outputs: Any,
+        op_name: Optional[str] = None,
+        graph: Any = None,
+    ) -> None:
+        """TensorFlow's op callback: one eager op has run (graph construction is ignored: a
+        function called inside the forward is recorded as its one eager call op)."""
+        if graph is not None or self.depth or threading.get_ident() != self.owner_thread:
+            return None
+        if isinstance(op_type, bytes):
+            op_type = op_type.decode()
+        self.depth += 1
+        try:
+            self.record(op_type, list(inputs or ()), attrs, list(outputs or ()))
+        except BaseException as error:  # TensorFlow swallows nothing: re-raised by the adapter too
+            self.error = error
+            raise
+        finally:
+            self.depth -= 1
+        return None
+
+    def record(self, op_type: str, inputs: List[Any], attrs: Any, outputs: List[Any]) -> None:
+        if op_type in _READS and inputs:
+            value_id = self.handles.get(id(inputs[0]))
+            if value_id is not None:
+                # The declared variable's value: the parameter itself, not a new op.
+                for tensor in outputs:
+                    self.ids[id(tensor)] = value_id
+                    self.alive.append(tensor)  # its id must stay this tensor's
+                return
+            for tensor in outputs:
+                self.id_of(tensor)  # a variable the root does not own: a constant
+            return
+        if _WRITES.match(op_type):
+            raise refusals.variable_write(op_type)
+        if _RANDOM.search(op_type) and not op_type.startswith("Stateless"):
+            raise refusals.rng(op_type)
+        func = op_name(op_type)
+        recorded_inputs = [tensor for tensor in inputs if neutral_name(tensor.dtype) in DENSE]
+        call, kwargs, opaque = _replay_call(op_type, inputs, attrs)
+        if opaque:
+            self.opaque += 1
+        if call is not None:
+            parents, _template, keyword_template = argument_template((), kwargs, EagerTensor, self.reference)
+        else:
+            parents, _template, keyword_template = argument_template(tuple(recorded_inputs), {}, EagerTensor, self.reference)
+        described = []
+        single = len(outputs) == 1
+        for index, tensor in enumerate(outputs):
+            dtype = neutral_name(tensor.dtype)
+            value_id = self.tag(tensor)
+            described.append((value_id, tensor, tuple(tensor.shape) if dtype in DENSE else (), dtype))
+            self.records[value_id] = ReplayRecord(
+                call,
+                func,
+                (),
+                keyword_template,
+                None if single else index,
+                opaque=call is None,
+            )
+        keep = all(dtype in DENSE for _v, _t, _s, dtype in described)
+        attributes = [("tf_op_type", op_type)]
+        self.session.op(func, parents, described, attributes=attributes, keep=keep)
+
+
+_SIGNATURES: Dict[str, Optional[Tuple[Any, Any, set]]] = {}
+
+
+def _raw_op(op_type: str) -> Optional[Tuple[Any, Any, set]]:
+    """``(tf.raw_ops function, OpDef, accepted keyword names)`` of a pure op, or None."""
+    if op_type in _SIGNATURES:
+        return _SIGNATURES[op_type]
+    found = None
+    op_def = op_def_registry.get(op_type)
+    function = getattr(tf.raw_ops, op_type, None)
+    if op_def is not None and function is not None and not op_def.is_stateful:
+        try:
+            accepted = set(inspect.signature(function).parameters)
+        except (TypeError, ValueError):
+            accepted = set()
+        if accepted:
+            found = (function, op_def, accepted)
+    _SIGNATURES[op_type] = found
+    return found
+
+
+def _replay_call(op_type: str, inputs: List[Any], attrs: Any) -> Tuple[Optional[Callable[..., Any]], dict, bool]:
+    """How replay re-runs one op through ``tf.raw_ops`` (keyword arguments named by its OpDef),
+    or ``(None, {}, True)`` for a stateful or unknown op (an opaque region)."""
+    found = _raw_op(op_type)
+    if found is None:
+        return None, {}, True
+    function, op_def, accepted = found
+    attr_values = dict(zip(attrs[::2], attrs[1::2])) if attrs else {}
+    kwargs: Dict[str, Any] = {}
+    position = 0
+    for arg in op_def.input_arg:
+        if arg.number_attr:
+            count = int(attr_values.get(arg.number_attr, 0))
+            kwargs[arg.name] = list(inputs[position : position + count])
+            position += count
+        elif arg.type_list_attr:
+            count = len(attr_values.get(arg.type_list_attr, ()))
+            kwargs[arg.name] = list(inputs[position : position + count])
+            position += count
+        else:
+            kwargs[arg.name] = inputs[position] if position < len(inputs) else None
+            position += 1
+    if position != len(inputs):
+        return None, {}, True
+    for name, value in attr_values.items():
+        if name in accepted and name not in kwargs:
+            kwargs[name] = _attr(value)
+    return function, kwargs, False
+
+
+def _attr(value: Any) -> Any:
+    """An attribute value as ``tf.raw_ops`` takes it (dtypes as ``tf.DType``, bytes as str)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return [_attr(item) for item in value]
+    return value

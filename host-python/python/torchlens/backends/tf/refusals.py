@@ -1,0 +1,96 @@
+"""What a TensorFlow capture refuses, each with a stable code and a remedy. Root, option and
+Keras-backend checks run before the model is called. Forward-time checks raise from the op
+callback, which TensorFlow calls after the op ran: a variable write or a random draw inside the
+forward has then already happened once, and the capture is abandoned (no trace is returned).
+
+The closed set of refusal codes lives in the core (``core-wasm/src/contract/codes.rs``); this
+backend reuses the generic codes (see the report of the TensorFlow issue for the facts that
+deserve their own code)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from torchlens.errors import BackendUnsupportedError
+
+#: Every code this backend raises itself (the gate raises the capability codes).
+CODES = (
+    "rng_state_in_graph",
+    "capability_unsupported",
+    "option_unsupported",
+    "option_value_invalid",
+    "unwrapped_op_in_capture",
+)
+
+
+def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
+    """A typed refusal of the TensorFlow backend."""
+    return BackendUnsupportedError(message, code, remedy, framework="tensorflow")
+
+
+def option(message: str, remedy: str) -> BackendUnsupportedError:
+    return refuse(message, "option_unsupported", remedy)
+
+
+def rng(what: str) -> BackendUnsupportedError:
+    return refuse(
+        f"the forward draws random numbers ({what}); replay would draw them again",
+        "rng_state_in_graph",
+        "call the model with training=False (dropout is then the identity), or draw the random "
+        "tensor outside the traced call and pass it in",
+    )
+
+
+def variable_write(what: str) -> BackendUnsupportedError:
+    return refuse(
+        f"the forward writes a variable ({what}) while it is captured; replay and the saved "
+        "values would see the new value",
+        "capability_unsupported",
+        "call the model in inference mode (training=False: batch normalization then reads its "
+        "moving statistics without updating them), and build the model before tracing",
+    )
+
+
+def root(model: Any) -> None:
+    """Refuses, before anything runs: a Keras model on a Keras backend other than TensorFlow,
+    a Keras layer not built yet (its first call creates variables with random initializers),
+    graph-only entries (``tf.function`` roots, concrete functions and SavedModel signatures,
+    whose static importer is not built), and non-eager execution."""
+    import tensorflow as tf
+
+    if not tf.executing_eagerly():
+        raise refuse(
+            "TensorFlow is not executing eagerly here (inside a tf.function or with eager "
+            "execution disabled); the TensorFlow backend captures eager calls",
+            "capability_unsupported",
+            "call tl.trace outside tf.function, with eager execution enabled",
+        )
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(model, keras.Layer):
+        if keras.backend.backend() != "tensorflow":
+            raise refuse(
+                f"this Keras model runs on the {keras.backend.backend()!r} Keras backend; the "
+                "TensorFlow backend captures Keras models only when keras.backend.backend() is "
+                "'tensorflow'",
+                "capability_unsupported",
+                "set KERAS_BACKEND=tensorflow before importing keras, or trace with the backend "
+                "of the framework Keras runs on",
+            )
+        unbuilt = [layer.name for layer in model._flatten_layers() if not layer.built]
+        if unbuilt:
+            raise refuse(
+                f"Keras layers not built yet ({', '.join(unbuilt[:3])}): their first call creates "
+                "variables (random initializers, variable writes) inside the capture",
+                "capability_unsupported",
+                "call the model once (or model.build(input_shape)) before tracing",
+            )
+    graph_types = (tf.types.experimental.PolymorphicFunction, tf.types.experimental.ConcreteFunction)
+    if isinstance(model, graph_types) or isinstance(getattr(model, "call", None), graph_types):
+        raise refuse(
+            "this entry is graph-only (a tf.function, a concrete function, a SavedModel "
+            "signature or a compiled Model.call); the FuncGraph static importer that captures "
+            "graph-only entries is not built yet",
+            "capability_unsupported",
+            "trace the eager model or the undecorated Python function instead",
+        )

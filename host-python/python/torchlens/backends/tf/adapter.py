@@ -16,7 +16,7 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 
 from . import refusals
-from .capture import EagerTensor, Recorder, is_keras_layer, tensors_of
+from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
 from .dtypes import DENSE, neutral_name, tf_dtype
 
 
@@ -70,15 +70,15 @@ class TFAdapter(BackendProtocol):
         options = request.options
         model = request.model
         refusals.root(model)
-        is_module = isinstance(model, tf.Module)
+        is_root_module = is_module(model)
         mode = options.module_identity_mode
-        if mode == "object_module" and not is_module:
+        if mode == "object_module" and not is_root_module:
             raise refusals.option(
                 "module_identity_mode='object_module' needs a Keras layer or tf.Module root",
                 "leave module_identity_mode unset for raw callables (function_root)",
             )
         if mode is None:
-            mode = "object_module" if is_module else "function_root"
+            mode = "object_module" if is_root_module else "function_root"
         with CaptureSession(request) as session, Patches() as patches:
             recorder = Recorder(session)
             if mode == "object_module":

@@ -83,29 +83,35 @@ def is_keras_layer(value: Any) -> bool:
     return layer is not None and isinstance(value, layer)
 
 
+def is_module(value: Any) -> bool:
+    """A Keras layer (Keras 3 layers are not ``tf.Module``) or a ``tf.Module``."""
+    return isinstance(value, tf.Module) or is_keras_layer(value)
+
+
 def _children(node: Any) -> List[Tuple[str, Any]]:
-    """Sub-modules of a Keras layer or ``tf.Module``: attributes holding one (or a list, tuple or
-    dict of them), in attribute order, then tracked Keras sub-layers no attribute names."""
+    """Sub-modules of a Keras layer or ``tf.Module``: public attributes holding one (or a list,
+    tuple or dict of them), in attribute order (one layer under two attributes is listed twice:
+    the walk records the second as an alias), then tracked Keras sub-layers no attribute names
+    (``layers.<index>``, as in a Sequential or functional model)."""
     found: List[Tuple[str, Any]] = []
     seen = set()
 
     def add(name: str, value: Any) -> None:
-        if isinstance(value, tf.Module) and value is not node:
+        if is_module(value) and value is not node:
             found.append((name, value))
             seen.add(id(value))
 
     for key, value in vars(node).items():
-        if key.startswith("_") and key != "_layers":
+        if key.startswith("_"):
             continue
-        name = "layers" if key == "_layers" else key
         if isinstance(value, (list, tuple)):
             for index, item in enumerate(value):
-                add(f"{name}.{index}", item)
+                add(f"{key}.{index}", item)
         elif isinstance(value, dict):
             for item_key, item in value.items():
-                add(f"{name}.{item_key}", item)
+                add(f"{key}.{item_key}", item)
         else:
-            add(name, value)
+            add(key, value)
     if is_keras_layer(node):
         for index, layer in enumerate(getattr(node, "_layers", ())):
             if id(layer) not in seen:
@@ -172,6 +178,7 @@ class Recorder:
         self.error: Optional[BaseException] = None
         #: Variable reads mapped onto their parameter (held so their ids are not reused).
         self.alive: List[Any] = []
+        self.walk: Optional[Walk] = None
 
     # ---- values -------------------------------------------------------------------------------
 
@@ -266,7 +273,7 @@ class Recorder:
         if keras is not None:
             patches.wrap(keras.Layer, "__call__", self._module_wrapper)
         classes = set()
-        for _prefix, node in getattr(self, "walk", Walk(model)).modules:
+        for _prefix, node in self.walk.modules if self.walk is not None else ():
             cls = type(node)
             if is_keras_layer(node) or cls in classes or "__call__" not in vars(cls):
                 continue

@@ -35,3 +35,13 @@ fi
 "$venv/bin/python" -m pip install --quiet "mlx[cpu]==0.26.5" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
 "$venv/bin/python" -m pip install --quiet "$root"
 (cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m mlx test_mlx_*.py)
+
+# TensorFlow: the spec pins 2.21 with Keras 3.15 (CPU wheel); its tests import no other framework.
+venv="$root/.venv-pins/tf"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "tensorflow-cpu==2.21.0" "keras==3.15.1" "numpy>=2.0" "pytest>=8" "maturin==1.16.0"
+"$venv/bin/python" -m pip install --quiet "$root"
+(cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m tf test_tf_*.py)

@@ -45,7 +45,8 @@ test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q -rs
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
-## tinygrad 0.13.0, and the Paddle tests on paddlepaddle 3.3.1, each in its own virtual
+## tinygrad 0.13.0, the Paddle tests on paddlepaddle 3.3.1, MLX on 0.26.5 and TensorFlow on
+## tensorflow-cpu 2.21.0 (Keras 3.15), each in its own virtual
 ## environment (.venv-pins/<framework>) with the package built into it. `make test` runs the
 ## newest releases from scripts/python-requirements.txt.
 test-pins: setup setup-python

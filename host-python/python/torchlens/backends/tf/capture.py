@@ -49,6 +49,13 @@ _NAMES = {
     "Conv2D": "conv2d",
     "DepthwiseConv2dNative": "depthwise_conv2d",
     "FusedBatchNormV3": "batch_norm",
+    # Ops whose result does not depend on their input's values take the names replay
+    # validation knows as value-independent (``tf.shape`` is torch's ``size``).
+    "Shape": "size",
+    "Size": "numel",
+    "Rank": "dim",
+    "ZerosLike": "zeros_like",
+    "OnesLike": "ones_like",
 }
 
 
@@ -377,10 +384,10 @@ class Recorder:
         self.session.op(func, parents, described, attributes=attributes, keep=keep)
 
 
-_SIGNATURES: Dict[str, Optional[Tuple[Any, Any, set]]] = {}
+_SIGNATURES: Dict[str, Optional[Tuple[Any, Any, List[str]]]] = {}
 
 
-def _raw_op(op_type: str) -> Optional[Tuple[Any, Any, set]]:
+def _raw_op(op_type: str) -> Optional[Tuple[Any, Any, List[str]]]:
     """``(tf.raw_ops function, OpDef, accepted keyword names)`` of a pure op, or None."""
     if op_type in _SIGNATURES:
         return _SIGNATURES[op_type]
@@ -389,10 +396,10 @@ def _raw_op(op_type: str) -> Optional[Tuple[Any, Any, set]]:
     function = getattr(tf.raw_ops, op_type, None)
     if op_def is not None and function is not None and not op_def.is_stateful:
         try:
-            accepted = set(inspect.signature(function).parameters)
+            accepted = list(inspect.signature(function).parameters)
         except (TypeError, ValueError):
-            accepted = set()
-        if accepted:
+            accepted = []
+        if len(accepted) > len(op_def.input_arg):
             found = (function, op_def, accepted)
     _SIGNATURES[op_type] = found
     return found
@@ -405,20 +412,23 @@ def _replay_call(op_type: str, inputs: List[Any], attrs: Any) -> Tuple[Optional[
     if found is None:
         return None, {}, True
     function, op_def, accepted = found
+    # The Python names of the inputs (``Sum``'s ``reduction_indices`` is ``axis``) come first in
+    # the signature, in OpDef order.
+    names = accepted[: len(op_def.input_arg)]
     attr_values = dict(zip(attrs[::2], attrs[1::2])) if attrs else {}
     kwargs: Dict[str, Any] = {}
     position = 0
-    for arg in op_def.input_arg:
+    for arg, name in zip(op_def.input_arg, names):
         if arg.number_attr:
             count = int(attr_values.get(arg.number_attr, 0))
-            kwargs[arg.name] = list(inputs[position : position + count])
+            kwargs[name] = list(inputs[position : position + count])
             position += count
         elif arg.type_list_attr:
             count = len(attr_values.get(arg.type_list_attr, ()))
-            kwargs[arg.name] = list(inputs[position : position + count])
+            kwargs[name] = list(inputs[position : position + count])
             position += count
         else:
-            kwargs[arg.name] = inputs[position] if position < len(inputs) else None
+            kwargs[name] = inputs[position] if position < len(inputs) else None
             position += 1
     if position != len(inputs):
         return None, {}, True

@@ -25,7 +25,7 @@ from tensorflow.python.framework import op_callbacks, op_def_registry
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 
 from . import refusals
-from .dtypes import DENSE, neutral_name
+from .dtypes import DENSE, KEPT, neutral_name
 
 EagerTensor = type(tf.constant(0.0))
 
@@ -99,7 +99,7 @@ def _children(node: Any) -> List[Tuple[str, Any]]:
     """Sub-modules of a Keras layer or ``tf.Module``: public attributes holding one (or a list,
     tuple or dict of them), in attribute order (one layer under two attributes is listed twice:
     the walk records the second as an alias), then tracked Keras sub-layers no attribute names
-    (``layers.<index>``, as in a Sequential or functional model)."""
+    (``layers.<index>``, as ``model.layers[index]`` in a Sequential or functional model)."""
     found: List[Tuple[str, Any]] = []
     seen = set()
 
@@ -120,7 +120,10 @@ def _children(node: Any) -> List[Tuple[str, Any]]:
         else:
             add(key, value)
     if is_keras_layer(node):
-        for index, layer in enumerate(getattr(node, "_layers", ())):
+        # A model's ``layers`` (what ``model.layers[i]`` names: a Sequential's input layer is
+        # not listed), else the tracked sub-layers.
+        tracked = node.layers if hasattr(type(node), "layers") else getattr(node, "_layers", ())
+        for index, layer in enumerate(tracked):
             if id(layer) not in seen:
                 found.append((f"layers.{index}", layer))
     return found
@@ -370,7 +373,7 @@ class Recorder:
         for index, tensor in enumerate(outputs):
             dtype = neutral_name(tensor.dtype)
             value_id = self.tag(tensor)
-            described.append((value_id, tensor, tuple(tensor.shape) if dtype in DENSE else (), dtype))
+            described.append((value_id, tensor, tuple(tensor.shape) if dtype in KEPT else (), dtype))
             self.records[value_id] = ReplayRecord(
                 call,
                 func,
@@ -379,7 +382,9 @@ class Recorder:
                 None if single else index,
                 opaque=call is None,
             )
-        keep = all(dtype in DENSE for _v, _t, _s, dtype in described)
+        # Resource and variant handles have no value to keep; strings are kept (a .tlspec save
+        # of one refuses: it has no array encoding).
+        keep = all(dtype in KEPT for _v, _t, _s, dtype in described)
         attributes = [("tf_op_type", op_type)]
         self.session.op(func, parents, described, attributes=attributes, keep=keep)
 

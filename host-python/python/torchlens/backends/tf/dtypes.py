@@ -25,6 +25,9 @@ DENSE = frozenset(
     }
 )
 
+#: Neutral names of the dtypes whose values a capture keeps (dense arrays and strings).
+KEPT = DENSE | {"string"}
+
 
 def neutral_name(dtype: Any) -> str:
     """The core's name for a TensorFlow dtype (``tf.float32`` → ``float32``); string, resource

@@ -26,7 +26,7 @@ CODES = (
 
 def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
     """A typed refusal of the TensorFlow backend."""
-    return BackendUnsupportedError(message, code, remedy, framework="tensorflow")
+    return BackendUnsupportedError(message, code, remedy, framework="tf")
 
 
 def option(message: str, remedy: str) -> BackendUnsupportedError:

@@ -1,0 +1,149 @@
+"""What the TensorFlow backend refuses, each with a registered code and a remedy: the doors
+(capabilities TensorFlow's read-only op callbacks cannot serve, graph-only entries, unbuilt Keras
+models, options) refuse before the model runs; a variable write or a random draw inside the
+forward refuses from the op callback, and no trace is returned.
+
+TensorFlow is imported inside the fixtures, never at collection (see test_tf_capture.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import torchlens as tl
+from torchlens.adapter_kit.session import open_session_count
+from torchlens.errors import BackendUnsupportedError
+from torchlens.options import CaptureOptions
+
+pytestmark = pytest.mark.tf
+
+
+@pytest.fixture(scope="module")
+def tf():
+    return pytest.importorskip("tensorflow")
+
+
+class _Counting:
+    """A built Keras model that counts its calls (to show a refusal came before it ran)."""
+
+    def __init__(self, tf):
+        import keras
+
+        class Model(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.fc = keras.layers.Dense(3)
+                self.calls = 0
+
+            def call(self, x):
+                self.calls += 1
+                return tf.nn.relu(self.fc(x))
+
+        self.model = Model()
+        self.x = tf.ones((1, 3))
+        self.model(self.x)
+        self.model.calls = 0
+
+
+DOOR_TRIGGERS = {
+    "intervene_unsupported": lambda m, x: tl.trace(m, x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())),
+    "stop_after_unsupported": lambda m, x: tl.trace(m, x, backend="tf", stop_after=tl.func("relu")),
+    "value_dependent_save_unsupported": lambda m, x: tl.trace(m, x, backend="tf", save=tl.where(lambda op: True)),
+    "followed_by_unsupported": lambda m, x: tl.trace(
+        m, x, backend="tf", save=tl.followed_by(tl.func("matmul"), tl.func("relu"))
+    ),
+    "capability_unsupported": lambda m, x: tl.trace(m, x, backend="tf", capture=CaptureOptions(grad_options=object())),
+    "backward_ready_unsupported": lambda m, x: tl.trace(
+        m, x, backend="tf", capture=CaptureOptions(backward_ready=True)
+    ),
+    "option_unsupported": lambda m, x: tl.trace(
+        m, x, backend="tf", capture=CaptureOptions(module_identity_mode="pytree_module")
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(DOOR_TRIGGERS))
+def test_each_door_refusal_fires_before_the_model_runs(tf, code):
+    counting = _Counting(tf)
+    with pytest.raises(BackendUnsupportedError) as caught:
+        DOOR_TRIGGERS[code](counting.model, counting.x)
+    assert caught.value.code == code and caught.value.remedy
+    assert code in tl.backends.REFUSAL_CODES
+    assert counting.model.calls == 0
+    assert open_session_count() == 0
+
+
+def test_an_unbuilt_keras_model_refuses_before_it_builds(tf):
+    import keras
+
+    model = keras.Sequential([keras.layers.Dense(3)])
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(model, tf.ones((1, 2)), backend="tf")
+    assert caught.value.code == "capability_unsupported" and "build" in caught.value.remedy
+    assert not model.built and not model.weights
+
+
+def test_graph_only_entries_refuse_before_they_run(tf):
+    calls = []
+
+    @tf.function
+    def fn(x):
+        calls.append(x)
+        return x * 2.0
+
+    x = tf.ones((2,))
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(fn, x, backend="tf")
+    assert caught.value.code == "capability_unsupported" and "graph-only" in caught.value.message
+    with pytest.raises(BackendUnsupportedError):
+        tl.trace(fn.get_concrete_function(x), x, backend="tf")
+    assert len(calls) == 1  # the one trace get_concrete_function made, not a traced call
+    assert open_session_count() == 0
+
+
+def test_object_module_on_a_plain_function_refuses_before_it_runs(tf):
+    calls = []
+
+    def plain(x):
+        calls.append(x)
+        return x * 2.0
+
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(plain, tf.ones((2,)), backend="tf", capture=CaptureOptions(module_identity_mode="object_module"))
+    assert caught.value.code == "option_unsupported" and not calls
+
+
+def test_a_random_draw_in_the_forward_refuses(tf):
+    def noisy(x):
+        return x + tf.random.normal(tf.shape(x))
+
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(noisy, tf.ones((2,)), backend="tf")
+    assert caught.value.code == "rng_state_in_graph" and caught.value.remedy
+    assert open_session_count() == 0
+
+
+def test_a_variable_write_in_the_forward_refuses(tf):
+    counter = tf.Variable(0.0)
+
+    def writes(x):
+        counter.assign_add(1.0)
+        return x * 2.0
+
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(writes, tf.ones((2,)), backend="tf")
+    assert caught.value.code == "capability_unsupported" and "variable" in caught.value.message
+    assert open_session_count() == 0
+
+
+def test_editing_a_finished_trace_refuses_and_names_the_framework(tf):
+    counting = _Counting(tf)
+    trace = tl.trace(counting.model, counting.x, backend="tf")
+    with pytest.raises(BackendUnsupportedError) as caught:
+        trace.fork()
+    assert caught.value.code == "capability_unsupported" and caught.value.framework == "tf"
+
+
+def test_refusal_codes_are_registered(tf):
+    from torchlens.backends.tf.refusals import CODES
+
+    assert set(CODES) <= tl.backends.REFUSAL_CODES

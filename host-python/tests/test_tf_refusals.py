@@ -72,14 +72,22 @@ def test_each_door_refusal_fires_before_the_model_runs(tf, code):
     assert open_session_count() == 0
 
 
-def test_an_unbuilt_keras_model_refuses_before_it_builds(tf):
+def test_an_unbuilt_keras_model_it_cannot_build_refuses_before_it_builds(tf):
     import keras
 
-    model = keras.Sequential([keras.layers.Dense(3)])
+    class TwoInputs(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = keras.layers.Dense(3)
+
+        def call(self, a, b):
+            return self.fc(a) + b
+
+    model = TwoInputs()
     with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(model, tf.ones((1, 2)), backend="tf")
+        tl.trace(model, (tf.ones((1, 2)), tf.ones((1, 3))), backend="tf")
     assert caught.value.code == "capability_unsupported" and "build" in caught.value.remedy
-    assert not model.built and not model.weights
+    assert not model.fc.built and not model.weights
 
 
 def test_graph_only_entries_refuse_before_they_run(tf):

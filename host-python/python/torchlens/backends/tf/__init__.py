@@ -1,6 +1,6 @@
 """The TensorFlow backend: eager capture through TensorFlow's op callbacks, Keras
 ``Layer.__call__`` and ``tf.Module`` call frames. Its declaration (``declaration.py``) imports
-nothing; ``tl.backends.tf.TFAdapter`` imports TensorFlow when first read."""
+nothing; ``tl.backends.tf.GradOptions`` and ``TFAdapter`` import TensorFlow when first read."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import importlib
 from typing import Any
 
 _PUBLIC = {
+    "GradOptions": ".grads",
     "TFAdapter": ".adapter",
 }
 

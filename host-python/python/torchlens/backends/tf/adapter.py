@@ -27,6 +27,7 @@ class TFRuntime(ReplayRuntime):
     model: Any = None
     args: tuple = ()
     kwargs: Any = None
+    param_addresses: Any = None
 
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
@@ -69,6 +70,12 @@ class TFAdapter(BackendProtocol):
     def _capture(self, request: CaptureRequest) -> Any:
         options = request.options
         model = request.model
+        grad_options = options.grad_options
+        if grad_options is not None:
+            from .grads import check
+
+            check(grad_options)
+        built_here = _build_keras(model, request.args, request.kwargs)
         refusals.root(model)
         is_root_module = is_module(model)
         mode = options.module_identity_mode
@@ -89,6 +96,8 @@ class TFAdapter(BackendProtocol):
                 recorder.module_ids[id(model)] = 0
             session.extra("provenance.module_identity_mode", mode)
             session.extra("provenance.param_source", "module" if recorder.params else "none")
+            if built_here:
+                session.extra("provenance.tf_built_before_capture", "true")
             for name, tensor in input_pairs(request.args, request.kwargs):
                 recorder.input(name, tensor)
             recorder.install(patches, model if mode == "object_module" else None)
@@ -112,9 +121,14 @@ class TFAdapter(BackendProtocol):
                 model=model,
                 args=request.args,
                 kwargs=request.kwargs,
+                param_addresses=recorder.param_addresses,
             )
             trace = session.finish(self, runtime=runtime)
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
+        if grad_options is not None:
+            from .grads import derive
+
+            trace.autograd = derive(trace, grad_options)
         return trace
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
@@ -183,3 +197,23 @@ class TFAdapter(BackendProtocol):
 
 
 _CAPTURE_LOCK = threading.RLock()
+
+
+def _build_keras(model: Any, args: tuple, kwargs: dict) -> bool:
+    """Builds a Keras model that was never called, from the shape of its one tensor input,
+    before the capture starts (as its first call would: creating its variables is not part of
+    the traced forward). Returns whether it built the model; a model it cannot build this way
+    is left as it is (and refuses in ``refusals.root``)."""
+    import sys
+
+    keras = sys.modules.get("keras")
+    if keras is None or not isinstance(model, keras.Layer) or model.built:
+        return False
+    tensors = [value for value in args if isinstance(value, tf.Tensor)]
+    if kwargs or len(tensors) != 1 or len(args) != 1:
+        return False
+    try:
+        model.build(tuple(tensors[0].shape))
+    except Exception:
+        return False
+    return all(layer.built for layer in model._flatten_layers())

@@ -179,6 +179,7 @@ class Recorder:
         self.records: Dict[int, ReplayRecord] = {}
         self.params: Dict[int, Any] = {}
         self.param_dtypes: Dict[int, str] = {}
+        self.param_addresses: Dict[int, str] = {}
         #: id(variable handle) → the parameter's value id.
         self.handles: Dict[int, int] = {}
         self.module_ids: Dict[int, int] = {}
@@ -254,6 +255,7 @@ class Recorder:
     def param(self, address: str, module_id: int, variable: Any) -> int:
         value_id = self.session.new_value_id()
         self.params[value_id] = variable
+        self.param_addresses[value_id] = address
         self.handles[id(variable.handle)] = value_id
         dtype = neutral_name(variable.dtype)
         self.param_dtypes[value_id] = dtype

@@ -39,10 +39,11 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("tensorflow", "2.16", "2.22", "2.21.0", "tf"),
     array_modules=("tensorflow", "keras"),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True),
+    capabilities=package_capabilities(save_selected=True, derived_grads=True),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.tf.adapter:TFAdapter.capture"),
+        "derived_grads": implemented_by("torchlens.backends.tf.grads:derive"),
     },
     option_values={
         "module_identity_mode": ("function_root", "object_module"),

@@ -51,7 +51,8 @@ DOOR_TRIGGERS = {
     "followed_by_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", save=tl.followed_by(tl.func("matmul"), tl.func("relu"))
     ),
-    "capability_unsupported": lambda m, x: tl.trace(m, x, backend="tf", capture=CaptureOptions(grad_options=object())),
+    # A graph-only entry (the static importer is not built).
+    "capability_unsupported": lambda m, x: tl.trace(_tf().function(m), x, backend="tf"),
     "backward_ready_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", capture=CaptureOptions(backward_ready=True)
     ),
@@ -70,6 +71,20 @@ def test_each_door_refusal_fires_before_the_model_runs(tf, code):
     assert code in tl.backends.REFUSAL_CODES
     assert counting.model.calls == 0
     assert open_session_count() == 0
+
+
+def _tf():
+    import tensorflow
+
+    return tensorflow
+
+
+def test_foreign_grad_options_refuse_before_the_model_runs(tf):
+    counting = _Counting(tf)
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(counting.model, counting.x, backend="tf", capture=CaptureOptions(grad_options=object()))
+    assert caught.value.code == "option_unsupported" and "GradOptions" in caught.value.remedy
+    assert counting.model.calls == 0
 
 
 def test_an_unbuilt_keras_model_it_cannot_build_refuses_before_it_builds(tf):

@@ -11,7 +11,7 @@ from typing import Any, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 
@@ -86,6 +86,11 @@ class TFAdapter(BackendProtocol):
             )
         if mode is None:
             mode = "object_module" if is_root_module else "function_root"
+        edits = None
+        if request.interventions or request.stop_after is not None:
+            from .edits import LiveEdits
+
+            edits = LiveEdits(request, self)
         with CaptureSession(request) as session, Patches() as patches:
             recorder = Recorder(session)
             if mode == "object_module":
@@ -100,13 +105,22 @@ class TFAdapter(BackendProtocol):
                 session.extra("provenance.tf_built_before_capture", "true")
             for name, tensor in input_pairs(request.args, request.kwargs):
                 recorder.input(name, tensor)
+            if edits is not None:
+                edits.attach(session, recorder, patches)
             recorder.install(patches, model if mode == "object_module" else None)
             root_wrapped = mode == "object_module" and is_keras_layer(model)
             if not root_wrapped:
                 session.enter(0)
-            output = model(*request.args, **request.kwargs)
+            try:
+                output = model(*request.args, **request.kwargs)
+            except Exception as error:
+                # Keras re-raises what a layer's call raised as a RuntimeError: a refusal raised
+                # inside the forward surfaces as itself.
+                if recorder.error is not None and recorder.error is not error:
+                    raise recorder.error from error
+                raise
             if not root_wrapped:
-                recorder.exit(0, output)
+                output = recorder.exit(0, output)
             patches.restore_all()
             for name, tensor in output_pairs(output):
                 session.output(name, recorder.id_of(tensor))
@@ -114,7 +128,7 @@ class TFAdapter(BackendProtocol):
                 session.extra("provenance.tf_opaque_ops", str(recorder.opaque))
             runtime = TFRuntime(
                 records=recorder.records,
-                reference=self.reference_of(request),
+                reference=self.reference_of(request) if edits is None else self._edited_reference(request),
                 params=recorder.params,
                 param_dtypes=recorder.param_dtypes,
                 values=recorder.values,
@@ -123,6 +137,8 @@ class TFAdapter(BackendProtocol):
                 kwargs=request.kwargs,
                 param_addresses=recorder.param_addresses,
             )
+            if edits is not None:
+                edits.prepare_runtime(runtime)
             trace = session.finish(self, runtime=runtime)
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
@@ -130,6 +146,23 @@ class TFAdapter(BackendProtocol):
 
             trace.autograd = derive(trace, grad_options)
         return trace
+
+    def _edited_reference(self, request: CaptureRequest) -> Any:
+        """What an edited trace's outputs are compared with: the same call run again with the
+        same edit rules (an independent capture, nothing shared with this one)."""
+
+        def rerun() -> List[Any]:
+            again = self.capture(dataclasses.replace(request, save=SaveRequest("all"), facets=None))
+            return [op.out for op in again.outputs]
+
+        return rerun
+
+    def apply_action(self, action: Any, value: Any) -> Any:
+        """Zero-ablate, scale and add computed natively on the tensor; a raw callable runs on
+        the ``tf.Tensor`` itself."""
+        from .edits import apply_natively
+
+        return apply_natively(self, action, value)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         return model(*args, **kwargs)

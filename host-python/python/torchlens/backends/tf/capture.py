@@ -190,6 +190,25 @@ class Recorder:
         #: Variable reads mapped onto their parameter (held so their ids are not reused).
         self.alive: List[Any] = []
         self.walk: Optional[Walk] = None
+        #: Live edits' hooks (``edits.LiveEdits``): an op was recorded; a module call returned.
+        self.on_op: Optional[Callable[[str, int], None]] = None
+        self.on_exit: Optional[Callable[[int, list, list], dict]] = None
+        #: Wrapped entry points (``edits.REGISTRY``) running now.
+        self.wrap_depth = 0
+        #: Value id → the recorded function name.
+        self.funcs: Dict[int, str] = {}
+
+    def on_owner_thread(self) -> bool:
+        return threading.get_ident() == self.owner_thread
+
+    def adopt(self, value_id: int, tensor: Any) -> None:
+        """``tensor`` replaces the value ``value_id`` (a live edit): it carries the id, is the
+        value replay and the payload read, and is what flows downstream."""
+        self.ids[id(tensor)] = value_id
+        self.values[value_id] = tensor
+        self.alive.append(tensor)
+        if value_id in self.session.payloads:
+            self.session.replace_payload(value_id, tensor)
 
     # ---- values -------------------------------------------------------------------------------
 
@@ -303,12 +322,13 @@ class Recorder:
             module_id = recorder.module_id(node)
             recorder.session.enter(module_id)
             output = original(node, *args, **kwargs)
-            recorder.exit(module_id, output)
-            return output
+            return recorder.exit(module_id, output)
 
         return call
 
-    def exit(self, module_id: int, output: Any) -> None:
+    def exit(self, module_id: int, output: Any) -> Any:
+        """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
+        may replace outputs)."""
         ids = []
         values = []
         for tensor in tensors_of(output):
@@ -317,6 +337,13 @@ class Recorder:
                 ids.append(value_id)
                 values.append(tensor)
         self.session.exit(module_id, ids, values)
+        if self.on_exit is None:
+            return output
+        replaced = self.on_exit(module_id, ids, values)
+        if not replaced:
+            return output
+        by_object = {id(tensor): replaced[value_id] for value_id, tensor in zip(ids, values) if value_id in replaced}
+        return _substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -389,6 +416,10 @@ class Recorder:
         keep = all(dtype in KEPT for _v, _t, _s, dtype in described)
         attributes = [("tf_op_type", op_type)]
         self.session.op(func, parents, described, attributes=attributes, keep=keep)
+        for value_id, _tensor, _shape, _dtype in described:
+            self.funcs[value_id] = func
+            if self.on_op is not None:
+                self.on_op(func, value_id)
 
 
 _SIGNATURES: Dict[str, Optional[Tuple[Any, Any, List[str]]]] = {}
@@ -451,4 +482,16 @@ def _attr(value: Any) -> Any:
         return value.decode()
     if isinstance(value, (list, tuple)):
         return [_attr(item) for item in value]
+    return value
+
+
+def _substitute(value: Any, replaced: Dict[int, Any]) -> Any:
+    if isinstance(value, EagerTensor):
+        return replaced.get(id(value), value)
+    if isinstance(value, tuple):
+        return tuple(_substitute(item, replaced) for item in value)
+    if isinstance(value, list):
+        return [_substitute(item, replaced) for item in value]
+    if isinstance(value, dict):
+        return {key: _substitute(item, replaced) for key, item in value.items()}
     return value

@@ -39,11 +39,12 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("tensorflow", "2.16", "2.22", "2.21.0", "tf"),
     array_modules=("tensorflow", "keras"),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, derived_grads=True),
+    capabilities=package_capabilities(save_selected=True, derived_grads=True, intervene=True),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.tf.adapter:TFAdapter.capture"),
         "derived_grads": implemented_by("torchlens.backends.tf.grads:derive"),
+        "intervene": implemented_by("torchlens.backends.tf.edits:LiveEdits"),
     },
     option_values={
         "module_identity_mode": ("function_root", "object_module"),

@@ -45,7 +45,6 @@ class _Counting:
 
 
 DOOR_TRIGGERS = {
-    "intervene_unsupported": lambda m, x: tl.trace(m, x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())),
     "stop_after_unsupported": lambda m, x: tl.trace(m, x, backend="tf", stop_after=tl.func("relu")),
     "value_dependent_save_unsupported": lambda m, x: tl.trace(m, x, backend="tf", save=tl.where(lambda op: True)),
     "followed_by_unsupported": lambda m, x: tl.trace(

@@ -58,7 +58,9 @@ def test_mlp_values_equal_a_manual_recomputation(models):
     hidden = _np(x) @ kernel + bias
     np.testing.assert_allclose(_np(compute[1].out), hidden, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(_np(compute[2].out), np.maximum(hidden, 0), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(_np(compute[4].out), np.maximum(hidden, 0) @ kernel2 + bias2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        _np(compute[4].out), np.maximum(hidden, 0) @ kernel2 + bias2, rtol=1e-5, atol=1e-5
+    )
     assert [parent.label for parent in compute[2].parents] == [compute[1].label]
     assert set(trace.params) == {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"}
 
@@ -103,7 +105,9 @@ def test_a_tf_module_tree_attributes_its_variables_and_calls(models):
     relu = [op for op in trace.ops if op.func_name == "relu"]
     assert [op.module for op in relu] == ["first:1", "second:1"]
     first = model.first
-    np.testing.assert_allclose(_np(relu[0].out), np.maximum(_np(x) @ first.w.numpy() + first.b.numpy(), 0), rtol=1e-5)
+    np.testing.assert_allclose(
+        _np(relu[0].out), np.maximum(_np(x) @ first.w.numpy() + first.b.numpy(), 0), rtol=1e-5
+    )
 
 
 def test_a_closure_constant_is_a_parentless_constant_with_its_payload(tf, models):

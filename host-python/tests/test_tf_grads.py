@@ -40,14 +40,18 @@ def test_leaf_gradients_equal_gradient_tape(tf, models, name):
     grads = trace.autograd.derived_grads
     np.testing.assert_allclose(grads["inputs.0"].numpy(), expected[0].numpy(), rtol=1e-4, atol=1e-5)
     assert len([key for key in grads if key.startswith("params.")]) == len(variables)
-    by_handle = {id(v.value.handle if hasattr(v, "path") else v.handle): g for v, g in zip(variables, expected[1:])}
+    by_handle = {
+        id(v.value.handle if hasattr(v, "path") else v.handle): g for v, g in zip(variables, expected[1:])
+    }
     runtime = trace._runtime
     for value_id, variable in runtime.params.items():
         if not variable.trainable:
             assert f"params.{runtime.param_addresses[value_id]}" not in grads
             continue
         key = f"params.{runtime.param_addresses[value_id]}"
-        np.testing.assert_allclose(grads[key].numpy(), by_handle[id(variable.handle)].numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            grads[key].numpy(), by_handle[id(variable.handle)].numpy(), rtol=1e-4, atol=1e-5
+        )
     assert trace.autograd.has_backward_pass is False
 
 
@@ -60,7 +64,9 @@ def test_intermediate_gradients_are_exact_records(tf, models):
     assert record.status == "exact"
     kernel2 = model.layers[1].kernel.numpy()
     # d(sum(relu @ W2 + b2)) / d relu = row sums of W2, broadcast over the batch
-    np.testing.assert_allclose(record.value.numpy(), np.broadcast_to(kernel2.sum(axis=1), relu.shape), rtol=1e-5)
+    np.testing.assert_allclose(
+        record.value.numpy(), np.broadcast_to(kernel2.sum(axis=1), relu.shape), rtol=1e-5
+    )
 
 
 def test_the_intermediate_cap_refuses(tf, models):

@@ -46,7 +46,9 @@ class _Counting:
 
 DOOR_TRIGGERS = {
     "stop_after_unsupported": lambda m, x: tl.trace(m, x, backend="tf", stop_after=tl.func("relu")),
-    "value_dependent_save_unsupported": lambda m, x: tl.trace(m, x, backend="tf", save=tl.where(lambda op: True)),
+    "value_dependent_save_unsupported": lambda m, x: tl.trace(
+        m, x, backend="tf", save=tl.where(lambda op: True)
+    ),
     "followed_by_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", save=tl.followed_by(tl.func("matmul"), tl.func("relu"))
     ),
@@ -130,7 +132,9 @@ def test_object_module_on_a_plain_function_refuses_before_it_runs(tf):
         return x * 2.0
 
     with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(plain, tf.ones((2,)), backend="tf", capture=CaptureOptions(module_identity_mode="object_module"))
+        tl.trace(
+            plain, tf.ones((2,)), backend="tf", capture=CaptureOptions(module_identity_mode="object_module")
+        )
     assert caught.value.code == "option_unsupported" and not calls
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
 
 def _fix(model: Any, seed: int) -> Any:
@@ -18,7 +18,9 @@ def _fix(model: Any, seed: int) -> Any:
 
 
 def mlp() -> Tuple[Any, Any]:
-    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+    model = keras.Sequential(
+        [keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)]
+    )
     return _fix(model, 0), tf.constant(np.random.default_rng(1).standard_normal((2, 6)).astype("float32"))
 
 
@@ -41,7 +43,9 @@ def cnn() -> Tuple[Any, Any]:
 
 
 def rnn() -> Tuple[Any, Any]:
-    model = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, return_sequences=True), keras.layers.GRU(3)])
+    model = keras.Sequential(
+        [keras.Input((5, 3)), keras.layers.LSTM(4, return_sequences=True), keras.layers.GRU(3)]
+    )
     return _fix(model, 4), tf.constant(np.random.default_rng(5).standard_normal((2, 5, 3)).astype("float32"))
 
 

@@ -33,7 +33,9 @@ EagerTensor = type(tf.constant(0.0))
 _READS = {"ReadVariableOp"}
 
 #: Op types that write a variable (refused: replay and the saved values would see the new value).
-_WRITES = re.compile(r"^(Assign\w*VariableOp|ResourceScatter\w*|ResourceApply\w*|VarHandleOp|DestroyResourceOp)$")
+_WRITES = re.compile(
+    r"^(Assign\w*VariableOp|ResourceScatter\w*|ResourceApply\w*|VarHandleOp|DestroyResourceOp)$"
+)
 
 #: Stateful random ops (refused: replay would draw again).
 _RANDOM = re.compile(r"Random|Multinomial|TruncatedNormal|RngSkip|RngReadAndSkip")
@@ -142,7 +144,9 @@ def own_variables(node: Any) -> List[Tuple[str, Any]]:
         if isinstance(value, tf.Variable):
             found.append((key, value))
         elif isinstance(value, (list, tuple)):
-            found.extend((f"{key}.{i}", item) for i, item in enumerate(value) if isinstance(item, tf.Variable))
+            found.extend(
+                (f"{key}.{i}", item) for i, item in enumerate(value) if isinstance(item, tf.Variable)
+            )
     return found
 
 
@@ -278,7 +282,9 @@ class Recorder:
         self.handles[id(variable.handle)] = value_id
         dtype = neutral_name(variable.dtype)
         self.param_dtypes[value_id] = dtype
-        self.session.param(value_id, address, module_id, tuple(variable.shape), dtype, bool(variable.trainable))
+        self.session.param(
+            value_id, address, module_id, tuple(variable.shape), dtype, bool(variable.trainable)
+        )
         return value_id
 
     def module_id(self, node: Any) -> int:
@@ -342,7 +348,9 @@ class Recorder:
         replaced = self.on_exit(module_id, ids, values)
         if not replaced:
             return output
-        by_object = {id(tensor): replaced[value_id] for value_id, tensor in zip(ids, values) if value_id in replaced}
+        by_object = {
+            id(tensor): replaced[value_id] for value_id, tensor in zip(ids, values) if value_id in replaced
+        }
         return _substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
@@ -396,7 +404,9 @@ class Recorder:
         if call is not None:
             parents, _template, keyword_template = argument_template((), kwargs, EagerTensor, self.reference)
         else:
-            parents, _template, keyword_template = argument_template(tuple(recorded_inputs), {}, EagerTensor, self.reference)
+            parents, _template, keyword_template = argument_template(
+                tuple(recorded_inputs), {}, EagerTensor, self.reference
+            )
         described = []
         single = len(outputs) == 1
         for index, tensor in enumerate(outputs):
@@ -443,7 +453,9 @@ def _raw_op(op_type: str) -> Optional[Tuple[Any, Any, List[str]]]:
     return found
 
 
-def _replay_call(op_type: str, inputs: List[Any], attrs: Any) -> Tuple[Optional[Callable[..., Any]], dict, bool]:
+def _replay_call(
+    op_type: str, inputs: List[Any], attrs: Any
+) -> Tuple[Optional[Callable[..., Any]], dict, bool]:
     """How replay re-runs one op through ``tf.raw_ops`` (keyword arguments named by its OpDef),
     or ``(None, {}, True)`` for a stateful or unknown op (an opaque region)."""
     found = _raw_op(op_type)

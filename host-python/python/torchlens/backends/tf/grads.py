@@ -112,7 +112,9 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
         if variable.trainable and variable.dtype.is_floating
     ]
     inputs = [
-        (f"inputs.{index}", value) for index, value in enumerate(args) if isinstance(value, tf.Tensor) and _floating(value)
+        (f"inputs.{index}", value)
+        for index, value in enumerate(args)
+        if isinstance(value, tf.Tensor) and _floating(value)
     ]
     shadow = _ShadowSession()
     with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
@@ -151,16 +153,22 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
 
 def _unavailable(autograd: Autograd, code: str, detail: str) -> None:
     autograd.intermediate_unavailable = code
-    warnings.warn(f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=4)
+    warnings.warn(
+        f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=4
+    )
 
 
-def _intermediate(captured: List[Any], shadow: _ShadowSession, tape: Any, loss: Any, autograd: Autograd) -> None:
+def _intermediate(
+    captured: List[Any], shadow: _ShadowSession, tape: Any, loss: Any, autograd: Autograd
+) -> None:
     signature = [(op.func_name, tuple(op.shape)) for op in captured]
     replayed = [(func, shape) for _, func, shape, _, _ in shadow.ops]
     if signature != replayed:
         _unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the auxiliary forward ran a different graph")
         return
-    wanted = [(value_id, value) for value_id, _func, _shape, _parents, value in shadow.ops if _floating(value)]
+    wanted = [
+        (value_id, value) for value_id, _func, _shape, _parents, value in shadow.ops if _floating(value)
+    ]
     grads = tape.gradient(loss, [value for _, value in wanted]) if wanted else []
     by_id: Dict[int, Any] = {value_id: grad for (value_id, _), grad in zip(wanted, grads)}
     exposed: Dict[str, Any] = {}

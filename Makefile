@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-cli
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -110,7 +110,12 @@ benchmark-mlx: python-package
 	$(PYTHON) benchmarks/mlx_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
 
 ## bench-all: every benchmark above (minutes; not part of `test`).
-bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-cli
+## benchmark-tf: TensorFlow capture cost per op against a plain call (and the reference, if
+## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and TensorFlow).
+benchmark-tf: python-package
+	$(PYTHON) benchmarks/tf_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
+bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

@@ -181,3 +181,19 @@ def test_tensorflow_and_torch_trace_in_one_process(tf, models):
     torch_trace = tl.trace(torch.nn.Linear(3, 2), torch.ones(1, 3))
     assert tf_trace.backend == "tf" and torch_trace.backend == "torch"
     assert tl.backends.resolve(model, x, None).name == "tf"
+
+
+def test_routing_reads_sys_modules_and_never_imports_tensorflow():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy, torchlens as tl\n"
+        "try:\n"
+        "    tl.backends.resolve(lambda x: x, numpy.ones(2), None)\n"
+        "except Exception:\n"
+        "    pass\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -148,15 +148,35 @@ def _paddle_triggers():
     return {**PADDLE_TRIGGERS, **TRIGGERED_ELSEWHERE}
 
 
+#: The TensorFlow backend's own codes → (test file, test) that triggers each (TensorFlow is
+#: imported by those tests when they run, never here).
+TF_TRIGGERED = {
+    "tf_graph_only_grad": ("test_tf_grads.py", "test_a_graph_only_entry_refuses_grad_options_before_it_runs"),
+    "tf_intervene_unreachable": ("test_tf_edits.py", "test_an_op_outside_the_wrap_layer_is_unreachable"),
+}
+
+
+def _tf_triggers():
+    """The codes the TensorFlow tests trigger (none where TensorFlow is not installed)."""
+    if importlib.util.find_spec("tensorflow") is None:
+        return {}
+    for file, test in TF_TRIGGERED.values():
+        # A listed test must exist (the listing is checked, not trusted).
+        assert callable(getattr(importlib.import_module(file.removesuffix(".py")), test)), test
+    return TF_TRIGGERED
+
+
 def test_every_refusal_code_has_a_test_or_an_unbuilt_owner():
     from torchlens.backends import refusal_codes
 
     tinygrad_triggers = _tinygrad_triggers()
     paddle_triggers = _paddle_triggers()
+    tf_triggers = _tf_triggers()
     built = (
         BUILT_OWNERS
         | ({"tinygrad"} if tinygrad_triggers else set())
         | ({"paddle"} if paddle_triggers else set())
+        | ({"tf"} if tf_triggers else set())
     )
     for code, (owner, _meaning) in refusal_codes().items():
         if owner in built:
@@ -167,6 +187,7 @@ def test_every_refusal_code_has_a_test_or_an_unbuilt_owner():
                 or code in JAX_TRIGGERS
                 or code in tinygrad_triggers
                 or code in paddle_triggers
+                or code in tf_triggers
             ), f"{code} (owner {owner}) has no test that triggers it"
         else:
             assert owner in UNBUILT_OWNERS, f"{code} has an unknown owner {owner!r}"

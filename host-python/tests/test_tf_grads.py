@@ -87,3 +87,19 @@ def test_a_forward_that_changes_between_calls_refuses_derived_gradients(tf):
     with pytest.raises(tl.errors.CaptureError) as caught:
         tl.trace(drifting, tf.ones((2,)), backend="tf", capture=CaptureOptions(grad_options=options))
     assert caught.value.code == "derived_grad_replay_diverged" and caught.value.remedy
+
+
+def test_a_graph_only_entry_refuses_grad_options_before_it_runs(tf):
+    calls = []
+
+    @tf.function
+    def fn(x):
+        calls.append(x)
+        return x * 2.0
+
+    with pytest.raises(tl.errors.BackendUnsupportedError) as caught:
+        tl.trace(
+            fn, tf.ones((2,)), backend="tf", capture=CaptureOptions(grad_options=tl.backends.tf.GradOptions())
+        )
+    assert caught.value.code == "tf_graph_only_grad" and caught.value.remedy
+    assert not calls

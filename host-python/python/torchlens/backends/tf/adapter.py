@@ -75,6 +75,8 @@ class TFAdapter(BackendProtocol):
             from .grads import check
 
             check(grad_options)
+            if refusals.is_graph_only(model):
+                raise refusals.graph_only_grad()
         built_here = _build_keras(model, request.args, request.kwargs)
         refusals.root(model)
         is_root_module = is_module(model)

@@ -16,11 +16,17 @@ from torchlens.errors import BackendUnsupportedError
 
 #: Every code this backend raises itself (the gate raises the capability codes).
 CODES = (
+    "tf_graph_only_grad",
+    "tf_intervene_unreachable",
+    "value_dependent_predicate",
+    "gradient_site_intervention_unsupported",
+    "edit_action_unsupported",
+    "mixed_module_selector",
+    "followed_by_unsupported",
     "rng_state_in_graph",
     "capability_unsupported",
     "option_unsupported",
     "option_value_invalid",
-    "unwrapped_op_in_capture",
 )
 
 
@@ -49,6 +55,24 @@ def variable_write(what: str) -> BackendUnsupportedError:
         "capability_unsupported",
         "call the model in inference mode (training=False: batch normalization then reads its "
         "moving statistics without updating them), and build the model before tracing",
+    )
+
+
+def is_graph_only(model: Any) -> bool:
+    """A ``tf.function``, a concrete function (a SavedModel signature is one) or a Keras model
+    whose ``call`` was compiled into one."""
+    import tensorflow as tf
+
+    graph_types = (tf.types.experimental.PolymorphicFunction, tf.types.experimental.ConcreteFunction)
+    return isinstance(model, graph_types) or isinstance(getattr(model, "call", None), graph_types)
+
+
+def graph_only_grad() -> BackendUnsupportedError:
+    return refuse(
+        "derived gradients need an eager replay of the call, which cannot run inside a frozen "
+        "graph (a tf.function, concrete function or SavedModel signature)",
+        "tf_graph_only_grad",
+        "pass the eager model or the undecorated Python function with grad_options",
     )
 
 
@@ -85,8 +109,7 @@ def root(model: Any) -> None:
                 "capability_unsupported",
                 "call the model once (or model.build(input_shape)) before tracing",
             )
-    graph_types = (tf.types.experimental.PolymorphicFunction, tf.types.experimental.ConcreteFunction)
-    if isinstance(model, graph_types) or isinstance(getattr(model, "call", None), graph_types):
+    if is_graph_only(model):
         raise refuse(
             "this entry is graph-only (a tf.function, a concrete function, a SavedModel "
             "signature or a compiled Model.call); the FuncGraph static importer that captures "

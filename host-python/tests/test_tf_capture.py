@@ -197,3 +197,41 @@ def test_routing_reads_sys_modules_and_never_imports_tensorflow():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_tf_function_root_is_imported_from_its_graph(tf):
+    weights = tf.constant(np.arange(6, dtype="float32").reshape(3, 2) / 4.0)
+
+    @tf.function
+    def fn(x):
+        return tf.nn.relu(tf.matmul(x, weights)) + tf.reduce_sum(x)
+
+    x = tf.constant(np.arange(6, dtype="float32").reshape(2, 3) - 2.0)
+    trace = tl.trace(fn, x)
+    assert trace.backend == "tf" and trace.options.module_identity_mode == "function_root"
+    assert trace.options.recurrence_detection is False
+    assert trace.provenance.tf_capture == "funcgraph"
+    relu = [op for op in trace.ops if op.func_name == "relu"][0]
+    np.testing.assert_allclose(_np(relu.out), np.maximum(_np(x) @ _np(weights), 0), rtol=1e-6)
+    np.testing.assert_allclose(_np(trace.outputs[0].out), _np(fn(x)), rtol=1e-6)
+    assert trace.validation_replay_status.state == "passed"
+
+
+def test_a_saved_model_signature_is_imported_with_its_variables_read(tf, tmp_path):
+    class Scorer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.arange(6, dtype="float32").reshape(3, 2) / 5.0)
+
+        @tf.function(input_signature=[tf.TensorSpec((None, 3), tf.float32)])
+        def __call__(self, x):
+            return tf.nn.tanh(tf.matmul(x, self.w))
+
+    scorer = Scorer()
+    tf.saved_model.save(scorer, str(tmp_path))
+    signature = tf.saved_model.load(str(tmp_path)).signatures["serving_default"]
+    x = tf.constant(np.arange(6, dtype="float32").reshape(2, 3) - 2.0)
+    trace = tl.trace(signature, x, backend="tf")
+    tanh = [op for op in trace.ops if op.func_name == "tanh"][0]
+    np.testing.assert_allclose(_np(tanh.out), np.tanh(_np(x) @ scorer.w.numpy()), rtol=1e-6)
+    assert trace.validation_replay_status.state == "passed"

@@ -52,8 +52,10 @@ DOOR_TRIGGERS = {
     "followed_by_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", save=tl.followed_by(tl.func("matmul"), tl.func("relu"))
     ),
-    # A graph-only entry (the static importer is not built).
-    "capability_unsupported": lambda m, x: tl.trace(_tf().function(m), x, backend="tf"),
+    # intervene= on a graph-only entry (the frozen graph cannot be edited).
+    "capability_unsupported": lambda m, x: tl.trace(
+        _tf().function(m), x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())
+    ),
     "backward_ready_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", capture=CaptureOptions(backward_ready=True)
     ),
@@ -106,21 +108,22 @@ def test_an_unbuilt_keras_model_it_cannot_build_refuses_before_it_builds(tf):
     assert not model.fc.built and not model.weights
 
 
-def test_graph_only_entries_refuse_before_they_run(tf):
+def test_graph_only_entries_refuse_edits_and_object_module_before_they_run(tf):
     calls = []
 
     @tf.function
     def fn(x):
         calls.append(x)
-        return x * 2.0
+        return tf.nn.relu(x * 2.0)
 
     x = tf.ones((2,))
     with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(fn, x, backend="tf")
+        tl.trace(fn, x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate()))
     assert caught.value.code == "capability_unsupported" and "graph-only" in caught.value.message
-    with pytest.raises(BackendUnsupportedError):
-        tl.trace(fn.get_concrete_function(x), x, backend="tf")
-    assert len(calls) == 1  # the one trace get_concrete_function made, not a traced call
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(fn, x, backend="tf", capture=CaptureOptions(module_identity_mode="object_module"))
+    assert caught.value.code == "option_unsupported"
+    assert not calls
     assert open_session_count() == 0
 
 

@@ -77,6 +77,22 @@ class TFAdapter(BackendProtocol):
             check(grad_options)
             if refusals.is_graph_only(model):
                 raise refusals.graph_only_grad()
+        if refusals.is_graph_only(model) and tf.executing_eagerly():
+            if request.interventions or request.stop_after is not None:
+                raise refusals.refuse(
+                    "intervene= needs the eager call; a graph-only entry runs as a frozen graph "
+                    "(imported by the FuncGraph static importer, which cannot edit values)",
+                    "capability_unsupported",
+                    "trace the eager model or the undecorated Python function to edit values",
+                )
+            if options.module_identity_mode == "object_module":
+                raise refusals.option(
+                    "graph-only entries have no module attribution (function_root only)",
+                    "leave module_identity_mode unset for a graph-only entry",
+                )
+            from .funcgraph import capture as capture_graph
+
+            return capture_graph(self, request, TFRuntime)
         built_here = _build_keras(model, request.args, request.kwargs)
         refusals.root(model)
         is_root_module = is_module(model)

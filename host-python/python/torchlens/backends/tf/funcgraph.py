@@ -1,0 +1,262 @@
+"""The FuncGraph static importer: graph-only entries (a ``tf.function`` root, a concrete function
+such as a SavedModel signature, a Keras model whose ``call`` is a ``tf.function``). The entry's
+concrete function is traced for the given inputs; its graph is walked in order and pruned to the
+ops the outputs depend on. Concrete values come from running each pure op eagerly through
+``tf.raw_ops`` on its inputs' values (placeholders are the call's inputs and the function's
+captures); a stateful op (or one whose inputs have no value) is an opaque region, recorded
+without a value and replayed as unverified. There is no module attribution (``function_root``),
+and ``recurrence_detection`` is False (graph node names are one-shot sites)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List
+
+import tensorflow as tf
+from tensorflow.python.framework import tensor_util
+
+from torchlens.adapter_kit import CaptureSession
+from torchlens.adapter_kit.replay import ReplayRecord, ValueRef
+
+from .capture import _attr, _raw_op, op_name
+from .dtypes import KEPT, neutral_name
+
+#: Function-call op types whose callee is walked in place (inlined).
+_CALLS = {"StatefulPartitionedCall", "PartitionedCall"}
+
+#: Callee graphs built while importing (kept alive: tensors are keyed by identity).
+_CALLEES: List[Any] = []
+
+#: Op types that only pass control or structure (not recorded).
+_SKIPPED = {"NoOp", "Placeholder"}
+
+
+def concrete_function(model: Any, args: tuple, kwargs: dict) -> Any:
+    """The concrete function a graph-only entry runs for these inputs."""
+    if isinstance(model, tf.types.experimental.ConcreteFunction):
+        return model
+    if isinstance(model, tf.types.experimental.PolymorphicFunction):
+        return model.get_concrete_function(*args, **kwargs)
+    return model.call.get_concrete_function(*args, **kwargs)
+
+
+def _needed(graph: Any, outputs: List[Any]) -> set:
+    """Names of the ops the outputs depend on (data edges)."""
+    needed: set = set()
+    stack = [tensor.op for tensor in outputs]
+    while stack:
+        op = stack.pop()
+        if op.name in needed:
+            continue
+        needed.add(op.name)
+        stack.extend(tensor.op for tensor in op.inputs)
+    return needed
+
+
+def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
+    """Imports a graph-only entry as a trace."""
+    options = dataclasses.replace(request.options, recurrence_detection=False)
+    request = dataclasses.replace(request, options=options)
+    model, args, kwargs = request.model, request.args, request.kwargs
+    function = concrete_function(model, args, kwargs)
+    graph = function.graph
+    user_inputs = [value for value in tf.nest.flatten((args, kwargs)) if isinstance(value, tf.Tensor)]
+    captured = list(function.captured_inputs)
+    placeholders = list(graph.inputs)
+    if len(placeholders) != len(user_inputs) + len(captured):
+        from . import refusals
+
+        raise refusals.refuse(
+            "the graph-only entry's inputs do not line up with the call's tensor arguments",
+            "capability_unsupported",
+            "pass the entry's inputs as tf.Tensor arguments, or trace the eager model",
+        )
+    outputs = [
+        tensor for tensor in tf.nest.flatten(graph.structured_outputs) if isinstance(tensor, tf.Tensor)
+    ]
+    if not outputs:
+        outputs = list(graph.outputs)  # a loaded function keeps only specs as structured outputs
+    with CaptureSession(request) as session:
+        name = getattr(model, "__name__", type(model).__name__)
+        session.module(0, ["self"], str(name), False, False)
+        session.extra("provenance.module_identity_mode", "function_root")
+        session.extra("provenance.tf_capture", "funcgraph")
+        values: Dict[int, Any] = {}
+        records: Dict[int, ReplayRecord] = {}
+        #: id(graph tensor) → value id, and → its concrete value (graph tensors stay alive with
+        #: their graphs, which this import holds).
+        ids: Dict[tuple, int] = {}
+        known: Dict[tuple, Any] = {}
+
+        def new(tensor: Any, value: Any) -> int:
+            value_id = session.new_value_id()
+            ids[_key(tensor)] = value_id
+            if value is not None:
+                values[value_id] = value
+                known[_key(tensor)] = value
+            return value_id
+
+        for index, (placeholder, value) in enumerate(zip(placeholders, user_inputs + captured)):
+            if index < len(user_inputs):
+                value_id = new(placeholder, value)
+                session.input(
+                    f"inputs.{index}", value_id, value, tuple(value.shape), neutral_name(value.dtype)
+                )
+            elif neutral_name(value.dtype) in KEPT:
+                value_id = new(placeholder, value)
+                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
+            else:
+                known[_key(placeholder)] = value  # a captured resource handle (a variable)
+        session.enter(0)
+        session.exit(0, [], [])
+        state = {"opaque": 0}
+
+        def walk(graph: Any, outputs: List[Any]) -> None:
+            needed = _needed(graph, outputs)
+            for op in graph.get_operations():
+                if op.name not in needed or op.type in _SKIPPED:
+                    continue
+                if op.type in _CALLS and _inline(op, graph, walk, known, ids):
+                    continue
+                visit(op)
+
+        def visit(op: Any) -> None:
+            if op.type == "Const":
+                value = tf.constant(tensor_util.MakeNdarray(op.get_attr("value")))
+                value_id = new(op.outputs[0], value)
+                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
+                return
+            inputs = [known.get(_key(tensor)) for tensor in op.inputs]
+            results = None
+            if op.type == "ReadVariableOp" and inputs and inputs[0] is not None:
+                # Reading a captured variable is stateful in the OpDef but has no effect.
+                value = tf.raw_ops.ReadVariableOp(resource=inputs[0], dtype=op.get_attr("dtype"))
+                value_id = new(op.outputs[0], value)
+                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
+                return
+            found = _raw_op(op.type)
+            kwargs_of: Dict[str, Any] = {}
+            if found is not None and all(value is not None for value in inputs):
+                raw, op_def, accepted = found
+                names = accepted[: len(op_def.input_arg)]
+                position = 0
+                try:
+                    for arg, arg_name in zip(op_def.input_arg, names):
+                        if arg.number_attr or arg.type_list_attr:
+                            count = (
+                                op.get_attr(arg.number_attr)
+                                if arg.number_attr
+                                else len(op.get_attr(arg.type_list_attr))
+                            )
+                            kwargs_of[arg_name] = list(inputs[position : position + count])
+                            position += count
+                        else:
+                            kwargs_of[arg_name] = inputs[position]
+                            position += 1
+                    for attr_name in op.node_def.attr:
+                        if attr_name in accepted and attr_name not in kwargs_of:
+                            kwargs_of[attr_name] = _attr(op.get_attr(attr_name))
+                    out = raw(**kwargs_of)
+                    results = list(out) if isinstance(out, (list, tuple)) else [out]
+                except Exception:
+                    results = None
+            if op.type == "ReadVariableOp" and results is not None:
+                # A variable's value: a constant of this import (no module attribution).
+                value = results[0]
+                value_id = new(op.outputs[0], value)
+                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
+                return
+            parents = [
+                (ids[_key(tensor)], position)
+                for position, tensor in enumerate(op.inputs)
+                if _key(tensor) in ids
+            ]
+            described = []
+            single = len(op.outputs) == 1
+            for index, tensor in enumerate(op.outputs):
+                value = results[index] if results is not None and index < len(results) else None
+                value_id = new(tensor, value)
+                dtype = neutral_name(tensor.dtype)
+                if value is not None:
+                    shape = tuple(value.shape)
+                else:
+                    shape = tuple(
+                        d or 0 for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])
+                    )
+                described.append((value_id, value, shape, dtype))
+                if results is None:
+                    records[value_id] = ReplayRecord(None, op_name(op.type), opaque=True)
+                else:
+                    template = {key: _template(item, op, inputs, ids) for key, item in kwargs_of.items()}
+                    records[value_id] = ReplayRecord(
+                        found[0], op_name(op.type), (), template, None if single else index
+                    )
+            if results is None:
+                state["opaque"] += 1
+            keep = results is not None and all(dtype in KEPT for _v, _t, _s, dtype in described)
+            session.op(op_name(op.type), parents, described, attributes=[("tf_op_type", op.type)], keep=keep)
+
+        walk(graph, outputs)
+        opaque = state["opaque"]
+        for index, tensor in enumerate(outputs):
+            session.output("output" if len(outputs) == 1 else f"output.{index}", ids[_key(tensor)])
+        if opaque:
+            session.extra("provenance.tf_opaque_ops", str(opaque))
+        runtime = runtime_type(
+            records=records,
+            reference=adapter.reference_of(request),
+            values=values,
+            model=model,
+            args=args,
+            kwargs=kwargs,
+            param_addresses={},
+        )
+        trace = session.finish(adapter, runtime=runtime)
+    trace.options = dataclasses.replace(options, module_identity_mode="function_root")
+    return trace
+
+
+def _template(item: Any, op: Any, inputs: List[Any], ids: Dict[tuple, int]) -> Any:
+    """A replay argument: an input with a value id becomes its reference; a captured resource
+    handle or an attribute stays as it is."""
+    if isinstance(item, list):
+        return [_template(sub, op, inputs, ids) for sub in item]
+    for tensor, value in zip(op.inputs, inputs):
+        if value is item and _key(tensor) in ids:
+            return ValueRef(ids[_key(tensor)])
+    return item
+
+
+def _inline(op: Any, graph: Any, walk: Any, known: Dict[tuple, Any], ids: Dict[tuple, int]) -> bool:
+    """Walks a function-call op's callee in place: its placeholders are the call's inputs, its
+    outputs are the call's outputs. False when the callee cannot be read (the call is then one
+    opaque op)."""
+    from tensorflow.python.framework import function_def_to_graph
+
+    try:
+        callee = graph._get_function(op.get_attr("f").name)
+        definition = callee.cached_definition if hasattr(callee, "cached_definition") else callee.definition
+        body = function_def_to_graph.function_def_to_graph(definition)
+    except Exception:
+        return False
+    if len(body.inputs) != len(op.inputs) or len(body.outputs) != len(op.outputs):
+        return False
+    _CALLEES.append(body)
+    del _CALLEES[:-64]
+    for placeholder, tensor in zip(body.inputs, op.inputs):
+        if _key(tensor) in known:
+            known[_key(placeholder)] = known[_key(tensor)]
+        if _key(tensor) in ids:
+            ids[_key(placeholder)] = ids[_key(tensor)]
+    walk(body, list(body.outputs))
+    for result, tensor in zip(body.outputs, op.outputs):
+        if _key(result) in known:
+            known[_key(tensor)] = known[_key(result)]
+        if _key(result) in ids:
+            ids[_key(tensor)] = ids[_key(result)]
+    return True
+
+
+def _key(tensor: Any) -> tuple:
+    """A graph tensor's identity (its graph and name: Python wrappers of one tensor may differ)."""
+    return (id(tensor.graph), tensor.name)

@@ -56,6 +56,12 @@ DOOR_TRIGGERS = {
     "capability_unsupported": lambda m, x: tl.trace(
         _tf().function(m), x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())
     ),
+    "streaming_unsupported": lambda m, x: tl.trace(
+        m, x, backend="tf", capture=CaptureOptions(extra={"streaming": True})
+    ),
+    "save_grads_unsupported": lambda m, x: tl.trace(
+        m, x, backend="tf", capture=CaptureOptions(extra={"save_grads": True})
+    ),
     "backward_ready_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", capture=CaptureOptions(backward_ready=True)
     ),
@@ -162,6 +168,36 @@ def test_a_variable_write_in_the_forward_refuses(tf):
         tl.trace(writes, tf.ones((2,)), backend="tf")
     assert caught.value.code == "capability_unsupported" and "variable" in caught.value.message
     assert open_session_count() == 0
+
+
+def test_sparse_recording_refuses_before_the_model_runs(tf):
+    counting = _Counting(tf)
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.record(counting.model, counting.x, backend="tf")
+    assert caught.value.code == "capability_unsupported" and caught.value.remedy
+    assert counting.model.calls == 0
+
+
+def test_a_keras_model_on_another_keras_backend_refuses_before_it_runs():
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "os.environ['KERAS_BACKEND'] = 'numpy'\n"
+        "import tensorflow as tf, keras, torchlens as tl\n"
+        "from torchlens.errors import BackendUnsupportedError\n"
+        "model = keras.Sequential([keras.layers.Dense(2)])\n"
+        "try:\n"
+        "    tl.trace(model, tf.ones((1, 3)), backend='tf')\n"
+        "except BackendUnsupportedError as error:\n"
+        "    assert error.code == 'capability_unsupported' and 'KERAS_BACKEND' in error.remedy, error\n"
+        "    assert not model.built\n"
+        "else:\n"
+        "    raise SystemExit('no refusal')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_editing_a_finished_trace_refuses_and_names_the_framework(tf):

@@ -77,6 +77,7 @@ class TFAdapter(BackendProtocol):
             check(grad_options)
             if refusals.is_graph_only(model):
                 raise refusals.graph_only_grad()
+        refusals.keras_backend(model)
         if refusals.is_graph_only(model) and tf.executing_eagerly():
             if request.interventions or request.stop_after is not None:
                 raise refusals.refuse(

@@ -76,11 +76,26 @@ def graph_only_grad() -> BackendUnsupportedError:
     )
 
 
+def keras_backend(model: Any) -> None:
+    """A Keras model must run on the TensorFlow Keras backend (checked before anything runs or
+    is built)."""
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(model, keras.Layer) and keras.backend.backend() != "tensorflow":
+        raise refuse(
+            f"this Keras model runs on the {keras.backend.backend()!r} Keras backend; the "
+            "TensorFlow backend captures Keras models only when keras.backend.backend() is "
+            "'tensorflow'",
+            "capability_unsupported",
+            "set KERAS_BACKEND=tensorflow before importing keras, or trace with the backend "
+            "of the framework Keras runs on",
+        )
+
+
 def root(model: Any) -> None:
     """Refuses, before anything runs: a Keras model on a Keras backend other than TensorFlow,
     a Keras layer not built yet (its first call creates variables with random initializers),
-    graph-only entries (``tf.function`` roots, concrete functions and SavedModel signatures,
-    whose static importer is not built), and non-eager execution."""
+    graph-only entries reaching the eager path (the adapter sends them to the FuncGraph
+    importer first), and non-eager execution."""
     import tensorflow as tf
 
     if not tf.executing_eagerly():
@@ -90,17 +105,9 @@ def root(model: Any) -> None:
             "capability_unsupported",
             "call tl.trace outside tf.function, with eager execution enabled",
         )
+    keras_backend(model)
     keras = sys.modules.get("keras")
     if keras is not None and isinstance(model, keras.Layer):
-        if keras.backend.backend() != "tensorflow":
-            raise refuse(
-                f"this Keras model runs on the {keras.backend.backend()!r} Keras backend; the "
-                "TensorFlow backend captures Keras models only when keras.backend.backend() is "
-                "'tensorflow'",
-                "capability_unsupported",
-                "set KERAS_BACKEND=tensorflow before importing keras, or trace with the backend "
-                "of the framework Keras runs on",
-            )
         unbuilt = [layer.name for layer in model._flatten_layers() if not layer.built]
         if unbuilt:
             raise refuse(

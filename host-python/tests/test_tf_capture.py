@@ -211,6 +211,7 @@ def test_a_tf_function_root_is_imported_from_its_graph(tf):
     assert trace.backend == "tf" and trace.options.module_identity_mode == "function_root"
     assert trace.options.recurrence_detection is False
     assert trace.provenance.tf_capture == "funcgraph"
+    assert int(trace.provenance.tf_replayable_ops) == 5  # matmul, relu, sum, add, identity
     relu = [op for op in trace.ops if op.func_name == "relu"][0]
     np.testing.assert_allclose(_np(relu.out), np.maximum(_np(x) @ _np(weights), 0), rtol=1e-6)
     np.testing.assert_allclose(_np(trace.outputs[0].out), _np(fn(x)), rtol=1e-6)

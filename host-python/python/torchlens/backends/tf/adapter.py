@@ -145,6 +145,11 @@ class TFAdapter(BackendProtocol):
                 session.output(name, recorder.id_of(tensor))
             if recorder.opaque:
                 session.extra("provenance.tf_opaque_ops", str(recorder.opaque))
+            # What replay can check: pure ops re-run through tf.raw_ops, and effect regions.
+            session.extra(
+                "provenance.tf_replayable_ops",
+                str(sum(1 for record in recorder.records.values() if not record.opaque)),
+            )
             runtime = TFRuntime(
                 records=recorder.records,
                 reference=self.reference_of(request) if edits is None else self._edited_reference(request),

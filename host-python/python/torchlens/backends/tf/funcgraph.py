@@ -202,6 +202,9 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
             session.output("output" if len(outputs) == 1 else f"output.{index}", ids[_key(tensor)])
         if opaque:
             session.extra("provenance.tf_opaque_ops", str(opaque))
+        session.extra(
+            "provenance.tf_replayable_ops", str(sum(1 for record in records.values() if not record.opaque))
+        )
         runtime = runtime_type(
             records=records,
             reference=adapter.reference_of(request),

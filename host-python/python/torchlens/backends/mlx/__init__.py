@@ -6,7 +6,7 @@ removed; every recorded value is realized in one ``mx.eval`` after the forward r
 
 from __future__ import annotations
 
-from ..lazy_exports import lazy_exports
+from torchlens.adapter_kit.lazy_exports import lazy_exports
 
 __getattr__, __all__ = lazy_exports(
     __name__,

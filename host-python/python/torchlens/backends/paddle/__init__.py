@@ -4,7 +4,7 @@ nothing; ``tl.backends.paddle.GradOptions`` imports Paddle when first read."""
 
 from __future__ import annotations
 
-from ..lazy_exports import lazy_exports
+from torchlens.adapter_kit.lazy_exports import lazy_exports
 
 
 def _check_import_order() -> None:

@@ -5,7 +5,7 @@ tinygrad when first read."""
 
 from __future__ import annotations
 
-from ..lazy_exports import lazy_exports
+from torchlens.adapter_kit.lazy_exports import lazy_exports
 
 __getattr__, __all__ = lazy_exports(
     __name__,

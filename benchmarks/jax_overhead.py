@@ -13,16 +13,14 @@ reference, 2.36.1) and the figures print side by side; each side counts its own 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from framework_comparison import Battery, main
 from jax import lax  # noqa: E402
-from measurement import measure_in_reference_python, timed
 
 
 def _normal(seed: int, shape: tuple) -> jax.Array:
@@ -108,66 +106,17 @@ def functions():
     ]
 
 
-def _plain(fn, args):
-    return lambda: jax.block_until_ready(fn(*args))
+def _describe(repeats: int) -> str:
+    return f"jax {jax.__version__}, CPU, median of {repeats}"
 
 
-def measure(repeats: int, reference: bool) -> dict:
-    import torchlens as tl
-
-    results = {}
-    for name, fn, args in functions():
-        plain = timed(_plain(fn, args), repeats)
-        trace = tl.trace(fn, args, backend="jax")
-        ops = len(trace.ops)
-        runs = max(1, repeats // 3) if reference else repeats
-        full = timed(lambda fn=fn, args=args: tl.trace(fn, args, backend="jax"), runs)
-        results[name] = {"ops": ops, "plain": plain, "full": full}
-    return results
-
-
-def report(ours: dict, reference: dict) -> None:
-    header = f"{'function':<14}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}"
-    header += f"{'µs/op':>8}{'all µs/op':>11}"
-    if reference:
-        header += f"{'ref ops':>9}{'ref ms':>10}{'ref x':>8}{'ref µs/op':>11}{'ref all':>9}{'speed-up':>10}"
-    print(header)
-    for name, row in ours.items():
-        per_op = (row["full"] - row["plain"]) / row["ops"] * 1e6
-        line = (
-            f"{name:<14}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{row['full'] * 1e3:>10.2f}"
-            f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['full'] / row['ops'] * 1e6:>11.1f}"
-        )
-        if name in reference:
-            ref = reference[name]
-            ref_per_op = (ref["full"] - ref["plain"]) / ref["ops"] * 1e6
-            # Speed-up: the reference's whole capture per op over ours.
-            speed_up = (ref["full"] / ref["ops"]) / (row["full"] / row["ops"])
-            line += (
-                f"{ref['ops']:>9}{ref['full'] * 1e3:>10.1f}{ref['full'] / ref['plain']:>8.1f}"
-                f"{ref_per_op:>11.1f}{ref['full'] / ref['ops'] * 1e6:>9.1f}{speed_up:>10.1f}"
-            )
-        print(line)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--reference-python", help="a Python with the reference torchlens 2.36.1 and jax")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--mode", choices=["ours", "reference", "compare"], default="compare")
-    arguments = parser.parse_args()
-    if arguments.mode in ("ours", "reference"):
-        print(json.dumps(measure(arguments.repeats, arguments.mode == "reference")))
-        return
-    reference = {}
-    if arguments.reference_python:
-        reference = measure_in_reference_python(arguments.reference_python, __file__, arguments.repeats)
-    ours = measure(arguments.repeats, False)
-    print(f"jax {jax.__version__}, CPU, median of {arguments.repeats}")
-    report(ours, reference)
+BATTERY = Battery(
+    entries=functions,
+    plain=lambda fn, x: jax.block_until_ready(fn(*x)),
+    traced=lambda tl, fn, x, reference: tl.trace(fn, x, backend="jax"),
+    describe=_describe,
+)
 
 
 if __name__ == "__main__":
-    main()
+    main(BATTERY, __doc__, __file__, default_repeats=7)

@@ -13,12 +13,8 @@ function the reference cannot trace prints as failed.
 
 from __future__ import annotations
 
-import argparse
-import json
-from typing import Optional
-
 import numpy as np
-from measurement import measure_in_reference_python, timed
+from framework_comparison import Battery, main
 from tinygrad import Tensor
 
 
@@ -87,81 +83,7 @@ def functions():
     ]
 
 
-def measure(repeats: int, reference: bool, only: Optional[str] = None) -> dict:
-    import torchlens as tl
-
-    results = {}
-    for name, fn, x in functions():
-        if only is not None and name != only:
-            continue
-        plain = timed(lambda fn=fn, x=x: fn(x).realize(), repeats)
-        try:
-            trace = tl.trace(fn, x, backend="tinygrad")
-            ops = len(trace.ops)
-            full = timed(lambda fn=fn, x=x: tl.trace(fn, x, backend="tinygrad"), repeats)
-        except Exception as error:  # the reference refuses or breaks on some functions
-            results[name] = {"failed": f"{type(error).__name__}: {str(error)[:80]}"}
-            continue
-        results[name] = {"ops": ops, "plain": plain, "full": full}
-    return results
-
-
-def report(ours: dict, reference: dict) -> None:
-    header = f"{'function':<12}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}"
-    header += f"{'µs/op':>8}{'all µs/op':>11}"
-    if reference:
-        header += f"{'ref ops':>9}{'ref ms':>10}{'ref all µs/op':>15}{'speed-up':>10}"
-    print(header)
-    for name, row in ours.items():
-        if "failed" in row:
-            print(f"{name:<12} failed: {row['failed']}")
-            continue
-        per_op = (row["full"] - row["plain"]) / row["ops"] * 1e6
-        line = (
-            f"{name:<12}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{row['full'] * 1e3:>10.2f}"
-            f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['full'] / row['ops'] * 1e6:>11.1f}"
-        )
-        ref = reference.get(name)
-        if ref is not None and "failed" in ref:
-            line += f"   reference failed: {ref['failed']}"
-        elif ref is not None:
-            speed_up = (ref["full"] / ref["ops"]) / (row["full"] / row["ops"])
-            line += f"{ref['ops']:>9}{ref['full'] * 1e3:>10.1f}"
-            line += f"{ref['full'] / ref['ops'] * 1e6:>15.1f}{speed_up:>10.1f}"
-        print(line)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--reference-python", help="a Python with the reference torchlens 2.36.1 and tinygrad"
-    )
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--mode", choices=["ours", "reference", "compare"], default="compare")
-    parser.add_argument("--only", help="measure this function alone (the reference runs one per process)")
-    parser.add_argument(
-        "--reference-timeout", type=float, default=180.0, help="seconds the reference gets per function"
-    )
-    arguments = parser.parse_args()
-    if arguments.mode in ("ours", "reference"):
-        print(json.dumps(measure(arguments.repeats, arguments.mode == "reference", arguments.only)))
-        return
-    reference = {}
-    if arguments.reference_python:
-        # One process per function with a time limit: the reference can stall or grow without
-        # bound on current tinygrad, and that is a result to report, not a hang.
-        for name, _, _ in functions():
-            answer = measure_in_reference_python(
-                arguments.reference_python,
-                __file__,
-                arguments.repeats,
-                ("--only", name),
-                arguments.reference_timeout,
-            )
-            reference[name] = answer.get(name, answer)
-    ours = measure(arguments.repeats, False)
+def _describe(repeats: int) -> str:
     import tinygrad
 
     version = getattr(tinygrad, "__version__", None)
@@ -169,9 +91,16 @@ def main() -> None:
         from importlib.metadata import version as installed
 
         version = installed("tinygrad")
-    print(f"tinygrad {version}, default device, median of {arguments.repeats}")
-    report(ours, reference)
+    return f"tinygrad {version}, default device, median of {repeats}"
+
+
+BATTERY = Battery(
+    entries=functions,
+    plain=lambda fn, x: fn(x).realize(),
+    traced=lambda tl, fn, x, reference: tl.trace(fn, x, backend="tinygrad"),
+    describe=_describe,
+)
 
 
 if __name__ == "__main__":
-    main()
+    main(BATTERY, __doc__, __file__, default_repeats=5)

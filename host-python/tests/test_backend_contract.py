@@ -72,7 +72,7 @@ TRIGGERS = {
     "backend_undetected": lambda model, x: tl.trace(object(), x),
     "backend_ambiguous": lambda model, x: _ambiguous(),
     "foreign_tensor_input": lambda model, x: tl.trace(model, [x, _jax_array()], backend="torch"),
-    "framework_not_installed": lambda model, x: tl.trace(model, x, backend="not-installed"),
+    "framework_not_installed": lambda model, x: tl.trace(model, x, backend="absent-framework"),
     "backend_not_built": lambda model, x: tl.trace(model, x, backend="not-built-installed"),
     "option_value_invalid": lambda model, x: tl.trace(model, x, capture=CaptureOptions(jax_control_flow="?")),
     "backward_ready_unsupported": lambda model, x: tl.trace(
@@ -99,18 +99,18 @@ def _registered_not_built_backend():
         maturity="planned",
         requirement=FrameworkRequirement("numpy", "1.0", "3.0", "2.4.6", "numpy"),
     )
-    # A registered backend whose framework is not installed (all six frameworks may be).
+    tl.backends.register_backend(spec)
+    # A backend whose framework no environment has (whichever real frameworks are installed).
     absent = BackendSpec(
-        name="not-installed",
+        name="absent-framework",
         aliases=(),
         maturity="planned",
-        requirement=FrameworkRequirement("torchlens_absent_framework", "1.0", "2.0", "1.0.0", "absent"),
+        requirement=FrameworkRequirement("torchlens_absent_framework", "1.0", "2.0", "1.0", "absent"),
     )
-    tl.backends.register_backend(spec)
     tl.backends.register_backend(absent)
     yield
     tl.backends.unregister_backend("not-built-installed")
-    tl.backends.unregister_backend("not-installed")
+    tl.backends.unregister_backend("absent-framework")
 
 
 @pytest.mark.usefixtures("_registered_not_built_backend")
@@ -225,6 +225,13 @@ def test_a_true_flag_without_implementation_fails_registration_and_the_gate():
 
 
 @pytest.mark.usefixtures("_registered_not_built_backend")
+def test_a_missing_framework_names_its_install_extra():
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(CountingModel(), torch.randn(1, 3), backend="absent-framework")
+    assert caught.value.code == "framework_not_installed"
+    assert "torchlens[absent]" in caught.value.remedy
+
+
 def test_routing():
     model, x = CountingModel(), torch.randn(1, 3)
     assert tl.backends.resolve(model, x, None).name == "torch"
@@ -233,10 +240,6 @@ def test_routing():
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.backends.resolve(model, (x, _jax_array()), None)
     assert caught.value.code == "foreign_tensor_input"
-    with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(model, x, backend="not-installed")
-    assert caught.value.code == "framework_not_installed"
-    assert "torchlens[absent]" in caught.value.remedy
     # A function of jax arrays routes to the jax backend.
     assert tl.backends.resolve(lambda value: value * 2, _jax_array(), None).name == "jax"
 

@@ -3,24 +3,17 @@ in one namespace."""
 
 from __future__ import annotations
 
-import os
-import re
-
 import pytest
 
 pytest.importorskip("mlx.core")
 
-pytestmark = pytest.mark.mlx
+from docs_tutorial import run_tutorial  # noqa: E402
 
-PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "backends", "mlx.md")
+pytestmark = pytest.mark.mlx
 
 
 def test_the_tutorial_runs():
-    with open(PAGE, encoding="utf-8") as handle:
-        blocks = re.findall(r"```python\n(.*?)```", handle.read(), re.S)
-    assert len(blocks) >= 6
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, PAGE, "exec"), namespace)
+    namespace, blocks = run_tutorial("mlx.md")
+    assert blocks >= 6
     assert namespace["trace"].backend == "mlx"
     assert "inputs.0" in namespace["trace"].autograd.derived_grads

@@ -5,25 +5,18 @@ collection (see test_tf_capture.py)."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import re
 
 import pytest
+from docs_tutorial import run_tutorial
 
 pytestmark = [
     pytest.mark.tf,
     pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"),
 ]
 
-PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "backends", "tensorflow.md")
-
 
 def test_the_tutorial_runs():
-    with open(PAGE, encoding="utf-8") as handle:
-        blocks = re.findall(r"```python\n(.*?)```", handle.read(), re.S)
-    assert len(blocks) >= 4
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, PAGE, "exec"), namespace)
+    namespace, blocks = run_tutorial("tensorflow.md")
+    assert blocks >= 4
     assert namespace["trace"].backend == "tf"
     assert namespace["ablated"].backend == "tf"

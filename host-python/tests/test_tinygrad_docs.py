@@ -3,23 +3,16 @@ in order, in one namespace."""
 
 from __future__ import annotations
 
-import os
-import re
-
 import pytest
 
 pytest.importorskip("tinygrad")
 
-pytestmark = pytest.mark.tinygrad
+from docs_tutorial import run_tutorial  # noqa: E402
 
-PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "backends", "tinygrad.md")
+pytestmark = pytest.mark.tinygrad
 
 
 def test_the_tutorial_runs():
-    with open(PAGE, encoding="utf-8") as handle:
-        blocks = re.findall(r"```python\n(.*?)```", handle.read(), re.S)
-    assert len(blocks) >= 4
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, PAGE, "exec"), namespace)
+    namespace, blocks = run_tutorial("tinygrad.md")
+    assert blocks >= 4
     assert namespace["trace"].backend == "tinygrad"

@@ -116,7 +116,11 @@ class LivePlan:
         built: List[Decide] = []
         for node in nodes:
             built.append(self._build(node, built, op_type_of))
-        self.decide: Decide = built[root]
+        decide = built[root]
+        if not any(node[0] in ("in_module", "module_output") for node in nodes):
+            # Only the function name matters: one evaluation per distinct name per capture.
+            decide = _per_function(decide)
+        self.decide: Decide = decide
 
     def _build(self, node: tuple, built: List[Decide], op_type_of: Callable[[str], str]) -> Decide:
         kind = node[0]
@@ -157,6 +161,18 @@ class LivePlan:
             if (module_id in modules or (root and is_root)) and (call is None or call == call_number):
                 return True
         return False
+
+
+def _per_function(decide: Decide) -> Decide:
+    answers: Dict[str, int] = {}
+
+    def cached(func: str, open_calls: OpenCalls, named: bool) -> int:
+        answer = answers.get(func)
+        if answer is None:
+            answer = answers[func] = decide(func, open_calls, named)
+        return answer
+
+    return cached
 
 
 def _label_contains(needle: str, op_type: str) -> int:

@@ -5,20 +5,13 @@ first read."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchlens.adapter_kit.lazy_exports import lazy_exports
 
-_PUBLIC = {
-    "GradOptions": ".grads",
-    "JaxPayloadLoadHint": ".payloads",
-    "JaxAdapter": ".adapter",
-}
-
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "GradOptions": ".grads",
+        "JaxPayloadLoadHint": ".payloads",
+        "JaxAdapter": ".adapter",
+    },
+)

@@ -14,6 +14,7 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
@@ -39,27 +40,13 @@ class MlxRuntime(ReplayRuntime):
 
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every ``mx.array`` of a returned structure (tuples, lists, dicts)."""
-    if isinstance(output, mx.array):
-        return [(prefix, output)]
-    pairs: List[Tuple[str, Any]] = []
-    if isinstance(output, (list, tuple)):
-        for index, item in enumerate(output):
-            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
-    elif isinstance(output, dict):
-        for key, item in output.items():
-            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
-    return pairs
+    """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
+    return named_arrays(output, mx.array, prefix)
 
 
 def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every ``mx.array`` among the call's arguments."""
-    pairs: List[Tuple[str, Any]] = []
-    for index, value in enumerate(args):
-        pairs.extend(output_pairs(value, f"inputs.{index}"))
-    for key, value in kwargs.items():
-        pairs.extend(output_pairs(value, f"inputs.{key}"))
-    return pairs
+    """``(name, array)`` for every array among the call's arguments."""
+    return named_inputs(args, kwargs, mx.array)
 
 
 def replace_leaves(output: Any, replacements: Dict[int, Any]) -> Any:

@@ -4,22 +4,20 @@ nothing; ``tl.backends.paddle.GradOptions`` imports Paddle when first read."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-_PUBLIC = {
-    "GradOptions": ".grads",
-    "PaddleAdapter": ".adapter",
-}
-
-__all__ = sorted(_PUBLIC)
+from torchlens.adapter_kit.lazy_exports import lazy_exports
 
 
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(name)
+def _check_import_order() -> None:
     from .refusals import check_import_order
 
     check_import_order()  # Paddle crashes when first imported after TensorFlow
-    return getattr(importlib.import_module(module, __name__), name)
+
+
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "GradOptions": ".grads",
+        "PaddleAdapter": ".adapter",
+    },
+    before_import=_check_import_order,
+)

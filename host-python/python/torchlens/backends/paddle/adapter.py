@@ -18,6 +18,7 @@ import paddle  # noqa: E402
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest  # noqa: E402
 from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime  # noqa: E402
+from torchlens.adapter_kit.structures import named_arrays, named_inputs  # noqa: E402
 from torchlens.errors import PayloadModifiedError  # noqa: E402
 
 from .capture import Recorder, tensors_of  # noqa: E402
@@ -36,27 +37,13 @@ class PaddleRuntime(ReplayRuntime):
 
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, Tensor)`` for every Tensor of a returned structure (tuples, lists, dicts)."""
-    if isinstance(output, paddle.Tensor):
-        return [(prefix, output)]
-    pairs: List[Tuple[str, Any]] = []
-    if isinstance(output, (list, tuple)):
-        for index, item in enumerate(output):
-            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
-    elif isinstance(output, dict):
-        for key, item in output.items():
-            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
-    return pairs
+    """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
+    return named_arrays(output, paddle.Tensor, prefix)
 
 
 def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, Tensor)`` for every Tensor among the call's arguments."""
-    pairs: List[Tuple[str, Any]] = []
-    for index, value in enumerate(args):
-        pairs.extend(output_pairs(value, f"inputs.{index}"))
-    for key, value in kwargs.items():
-        pairs.extend(output_pairs(value, f"inputs.{key}"))
-    return pairs
+    """``(name, array)`` for every array among the call's arguments."""
+    return named_inputs(args, kwargs, paddle.Tensor)
 
 
 class _VersionGuard:

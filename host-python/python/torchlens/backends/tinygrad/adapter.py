@@ -12,6 +12,7 @@ from tinygrad import Tensor
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
 from . import refusals
 from .capture import Recorder, training_mode
@@ -32,27 +33,13 @@ class TinygradRuntime(ReplayRuntime):
 
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, Tensor)`` for every Tensor of a returned structure (tuples, lists, dicts)."""
-    if isinstance(output, Tensor):
-        return [(prefix, output)]
-    pairs: List[Tuple[str, Any]] = []
-    if isinstance(output, (list, tuple)):
-        for index, item in enumerate(output):
-            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
-    elif isinstance(output, dict):
-        for key, item in output.items():
-            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
-    return pairs
+    """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
+    return named_arrays(output, Tensor, prefix)
 
 
 def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, Tensor)`` for every Tensor among the call's arguments."""
-    pairs: List[Tuple[str, Any]] = []
-    for index, value in enumerate(args):
-        pairs.extend(output_pairs(value, f"inputs.{index}"))
-    for key, value in kwargs.items():
-        pairs.extend(output_pairs(value, f"inputs.{key}"))
-    return pairs
+    """``(name, array)`` for every array among the call's arguments."""
+    return named_inputs(args, kwargs, Tensor)
 
 
 class TinygradAdapter(BackendProtocol):

@@ -79,7 +79,7 @@ class TorchAdapter(BackendProtocol):
             return model(*args, **kwargs)
 
     def output_leaves(self, output: Any) -> List[Any]:
-        return [tensor for _, tensor in flatten(output, "", [])]
+        return [tensor for _, tensor in flatten(output, "")]
 
     # ---- host copies ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from torchlens.adapter_kit import CaptureSession, Patches
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+from torchlens.adapter_kit.structures import named_arrays
 
 from .dtypes import name_of
 from .naming import func_name, is_in_place
@@ -59,17 +60,9 @@ class _RecordingMode(TorchFunctionMode):
         return out
 
 
-def flatten(value: Any, path: str, found: List[Tuple[str, torch.Tensor]]) -> List[Tuple[str, torch.Tensor]]:
+def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
     """Tensors inside nested tuples, lists and dicts, with their paths."""
-    if isinstance(value, torch.Tensor):
-        found.append((path, value))
-    elif isinstance(value, (tuple, list)):
-        for index, item in enumerate(value):
-            flatten(item, f"{path}.{index}", found)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            flatten(item, f"{path}.{key}", found)
-    return found
+    return named_arrays(value, torch.Tensor, path)
 
 
 class Capture:
@@ -213,7 +206,7 @@ class Capture:
         found: List[Tuple[str, torch.Tensor]] = []
         names = self._argument_names(args, kwargs)
         for name, value in zip(names, list(args) + list(kwargs.values())):
-            flatten(value, name, found)
+            found.extend(flatten(value, name))
         for path, tensor in found:
             if self.known_id(tensor) is not None:
                 continue
@@ -238,7 +231,7 @@ class Capture:
         return names + list(kwargs)
 
     def declare_outputs(self, output: Any) -> None:
-        for path, tensor in flatten(output, "output", []):
+        for path, tensor in flatten(output, "output"):
             value_id = self.known_id(tensor)
             if value_id is None:
                 value_id = self._id_of(tensor)
@@ -268,9 +261,7 @@ class Capture:
     def exit(self, module_id: int, output: Any) -> None:
         """A module call returns ``output``."""
         tensors = (
-            (output,)
-            if isinstance(output, torch.Tensor)
-            else [tensor for _, tensor in flatten(output, "", [])]
+            (output,) if isinstance(output, torch.Tensor) else [tensor for _, tensor in flatten(output, "")]
         )
         known = [(value_id, tensor) for tensor in tensors if (value_id := self.known_id(tensor)) is not None]
         self.session.exit(module_id, [value_id for value_id, _ in known], [tensor for _, tensor in known])

@@ -1,0 +1,35 @@
+"""Finding a framework's arrays inside the structures a model takes and returns (nested tuples,
+lists and dicts), each with the path that names it in the trace (``output.0.logits``,
+``inputs.1``)."""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+
+def named_arrays(value: Any, array_type: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
+    """``(path, array)`` for every ``array_type`` instance in ``value``, depth first, in order."""
+    found: List[Tuple[str, Any]] = []
+    _collect(value, array_type, prefix, found)
+    return found
+
+
+def named_inputs(args: tuple, kwargs: dict, array_type: Any) -> List[Tuple[str, Any]]:
+    """``(path, array)`` for every array among a call's arguments (``inputs.0``, ``inputs.mask``)."""
+    found: List[Tuple[str, Any]] = []
+    for index, value in enumerate(args):
+        _collect(value, array_type, f"inputs.{index}", found)
+    for key, value in kwargs.items():
+        _collect(value, array_type, f"inputs.{key}", found)
+    return found
+
+
+def _collect(value: Any, array_type: Any, path: str, found: List[Tuple[str, Any]]) -> None:
+    if isinstance(value, array_type):
+        found.append((path, value))
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            _collect(item, array_type, f"{path}.{index}", found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _collect(item, array_type, f"{path}.{key}", found)

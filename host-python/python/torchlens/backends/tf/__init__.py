@@ -1,22 +1,16 @@
 """The TensorFlow backend: eager capture through TensorFlow's op callbacks, Keras
-``Layer.__call__`` and ``tf.Module`` call frames. Its declaration (``declaration.py``) imports
-nothing; ``tl.backends.tf.GradOptions`` and ``TFAdapter`` import TensorFlow when first read."""
+``Layer.__call__`` and ``tf.Module`` call frames; graph-only entries through the FuncGraph static
+importer. Its declaration (``declaration.py``) imports nothing; ``tl.backends.tf.GradOptions``
+and ``TFAdapter`` import TensorFlow when first read."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchlens.adapter_kit.lazy_exports import lazy_exports
 
-_PUBLIC = {
-    "GradOptions": ".grads",
-    "TFAdapter": ".adapter",
-}
-
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "GradOptions": ".grads",
+        "TFAdapter": ".adapter",
+    },
+)

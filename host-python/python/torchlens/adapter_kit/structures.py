@@ -14,6 +14,11 @@ def named_arrays(value: Any, array_type: Any, prefix: str = "output") -> List[Tu
     return found
 
 
+def arrays_in(value: Any, array_type: Any) -> List[Any]:
+    """Every ``array_type`` instance in ``value``, depth first, in order (no paths)."""
+    return [array for _, array in named_arrays(value, array_type, "")]
+
+
 def named_inputs(args: tuple, kwargs: dict, array_type: Any) -> List[Tuple[str, Any]]:
     """``(path, array)`` for every array among a call's arguments (``inputs.0``, ``inputs.mask``)."""
     found: List[Tuple[str, Any]] = []

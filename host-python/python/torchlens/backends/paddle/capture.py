@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import paddle
 
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+from torchlens.adapter_kit.structures import arrays_in
 
 from . import inventory, refusals
 from .dtypes import neutral_name
@@ -58,16 +59,7 @@ PRIMARY_OUTPUTS = {
 
 def tensors_of(value: Any) -> List[Any]:
     """Tensors of a returned structure, in order (nested tuples, lists and dicts)."""
-    if isinstance(value, Tensor):
-        return [value]
-    found: List[Any] = []
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            found.extend(tensors_of(item))
-    elif isinstance(value, dict):
-        for item in value.values():
-            found.extend(tensors_of(item))
-    return found
+    return arrays_in(value, Tensor)
 
 
 def op_name(name: str) -> str:

@@ -14,6 +14,7 @@ import tensorflow as tf
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
 from . import refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
@@ -32,26 +33,12 @@ class TFRuntime(ReplayRuntime):
 
 def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
     """``(name, tensor)`` for every eager tensor of a returned structure (tuples, lists, dicts)."""
-    if isinstance(output, EagerTensor):
-        return [(prefix, output)]
-    pairs: List[Tuple[str, Any]] = []
-    if isinstance(output, (list, tuple)):
-        for index, item in enumerate(output):
-            pairs.extend(output_pairs(item, f"{prefix}.{index}"))
-    elif isinstance(output, dict):
-        for key, item in output.items():
-            pairs.extend(output_pairs(item, f"{prefix}.{key}"))
-    return pairs
+    return named_arrays(output, EagerTensor, prefix)
 
 
 def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
     """``(name, tensor)`` for every eager tensor among the call's arguments."""
-    pairs: List[Tuple[str, Any]] = []
-    for index, value in enumerate(args):
-        pairs.extend(output_pairs(value, f"inputs.{index}"))
-    for key, value in kwargs.items():
-        pairs.extend(output_pairs(value, f"inputs.{key}"))
-    return pairs
+    return named_inputs(args, kwargs, EagerTensor)
 
 
 class TFAdapter(BackendProtocol):

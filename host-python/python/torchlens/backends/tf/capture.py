@@ -23,6 +23,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_callbacks, op_def_registry
 
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+from torchlens.adapter_kit.structures import arrays_in
 
 from . import refusals
 from .dtypes import DENSE, KEPT, neutral_name
@@ -72,16 +73,7 @@ def op_name(op_type: str) -> str:
 
 def tensors_of(value: Any) -> List[Any]:
     """Eager tensors of a returned structure, in order (nested tuples, lists and dicts)."""
-    if isinstance(value, EagerTensor):
-        return [value]
-    found: List[Any] = []
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            found.extend(tensors_of(item))
-    elif isinstance(value, dict):
-        for item in value.values():
-            found.extend(tensors_of(item))
-    return found
+    return arrays_in(value, EagerTensor)
 
 
 def is_keras_layer(value: Any) -> bool:

@@ -153,10 +153,13 @@ def test_stripped_or_forged_edit_declarations_fail_validation():
     linear = forged["linear_2_4"]._info["value"]
     relu_entry = forged._runtime.edits[forged["relu_1_3"]._info["value"]]
     forged._runtime.edits[linear] = (relu_entry[0], forged["linear_2_4"].out)  # an edit that never fired
-    from torchlens.backends.paddle.edits import _edited_call
+    from torchlens.adapter_kit.replay import edited_call
+    from torchlens.backends.paddle.edits import _output_of, apply_natively
 
     record = forged._runtime.records[linear]
-    record.call = _edited_call(forged._runtime, linear, record.call, record.output_index, forged._backend)
+    record.call = edited_call(
+        forged._runtime, linear, record.call, record.output_index, forged._backend, apply_natively, _output_of
+    )
     assert forged.validation_replay_status.state == "failed"
     changed = tl.trace(model, x, backend="paddle", intervene=tl.when(tl.func("relu"), tl.zero_ablate()))
     changed["relu_1_3"].out.set_value(np.ones((2, 4), dtype="float32"))

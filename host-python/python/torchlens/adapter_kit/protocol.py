@@ -5,10 +5,12 @@ where one NumPy-level implementation serves every framework."""
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from . import array_codec
+from .request import SaveRequest
 
 
 class BackendProtocol(ABC):
@@ -65,7 +67,16 @@ class BackendProtocol(ABC):
 
     def reference_of(self, request: Any) -> Callable[[], List[Any]]:
         """What replay validation compares the trace's outputs with: the request's model run
-        again with nothing installed, as output leaves."""
+        again with nothing installed, as output leaves. A request with live edits or an early
+        stop is compared with the same call captured again under the same rules (an
+        independent capture, nothing shared with this one)."""
+        if request.interventions or request.stop_after is not None:
+
+            def rerun() -> List[Any]:
+                again = self.capture(dataclasses.replace(request, save=SaveRequest("all"), facets=None))
+                return [op.out for op in again.outputs]
+
+            return rerun
         model, args, kwargs = request.model, request.args, request.kwargs
         return lambda: self.output_leaves(self.reference_output(model, args, kwargs))
 

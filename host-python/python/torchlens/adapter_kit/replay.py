@@ -101,6 +101,9 @@ class ReplayRuntime:
     #: Parameter id → its neutral dtype name (what perturbation produces for it).
     param_dtypes: Dict[int, str] = field(default_factory=dict)
     values: Optional[Dict[int, Any]] = None
+    #: Edited value id → (the actions applied, the value before the first edit): what replay of
+    #: an edited op re-applies (see ``replay_edits``).
+    edits: Dict[int, Tuple[Tuple[Any, ...], Any]] = field(default_factory=dict)
 
 
 def argument_template(
@@ -431,3 +434,54 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
             outcome, reason = replayer.decide(op)
             decisions.append((op.index, outcome, reason))
     return fold(decisions, labels)
+
+
+def replay_edits(
+    runtime: ReplayRuntime,
+    fired: Dict[int, Tuple[Tuple[Any, ...], Any]],
+    adapter: Any,
+    apply: Callable[[Any, Any, Any], Any],
+    output_of: Callable[[Any, Optional[int]], Any],
+) -> None:
+    """Makes replay of every edited op (``fired``: value id → (the actions applied, the value
+    before the first edit)) re-run the original call, check the result against the recorded
+    pre-edit value and re-apply the declared actions through ``apply(adapter, action, value)``.
+    A value no declaration covers replays as the plain call, so a replacement presented as what
+    the model computed fails validation. ``output_of(result, output_index)`` picks the op's
+    output from the call's result."""
+    runtime.edits = fired
+    for value_id in fired:
+        record = runtime.records.get(value_id)
+        if record is None or record.call is None:
+            continue
+        record.call = edited_call(
+            runtime, value_id, record.call, record.output_index, adapter, apply, output_of
+        )
+        record.output_index = None
+
+
+def edited_call(
+    runtime: ReplayRuntime,
+    value_id: int,
+    original: Callable[..., Any],
+    output_index: Optional[int],
+    adapter: Any,
+    apply: Callable[[Any, Any, Any], Any],
+    output_of: Callable[[Any, Optional[int]], Any],
+) -> Callable[..., Any]:
+    """The replay call of one edited op (what ``replay_edits`` installs)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        produced = output_of(original(*args, **kwargs), output_index)
+        declared = runtime.edits.get(value_id)
+        if declared is None:
+            return produced
+        actions, pre_edit = declared
+        if not values_match(adapter, produced, pre_edit, adapter.neutral_dtype(pre_edit)):
+            return produced
+        value = pre_edit
+        for action in actions:
+            value = apply(adapter, action, value)
+        return value
+
+    return call

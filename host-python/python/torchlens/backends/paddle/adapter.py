@@ -15,7 +15,7 @@ refusals.check_import_order()
 import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest  # noqa: E402
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches  # noqa: E402
 from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime  # noqa: E402
 from torchlens.adapter_kit.structures import named_arrays, named_inputs  # noqa: E402
@@ -162,7 +162,7 @@ class PaddleAdapter(BackendProtocol):
                 session.extra("provenance.paddle_aliases", str(recorder.aliases))
             runtime = PaddleRuntime(
                 records=recorder.records,
-                reference=self.reference_of(request) if edits is None else self._edited_reference(request),
+                reference=self.reference_of(request),
                 params=recorder.params,
                 param_dtypes=recorder.param_dtypes,
                 values=recorder.values,
@@ -179,16 +179,6 @@ class PaddleAdapter(BackendProtocol):
 
             trace.autograd = derive(trace, grad_options)
         return trace
-
-    def _edited_reference(self, request: CaptureRequest) -> Any:
-        """What an edited trace's outputs are compared with: the same call run again with the
-        same edit rules (an independent capture, nothing shared with this one)."""
-
-        def rerun() -> List[Any]:
-            again = self.capture(dataclasses.replace(request, save=SaveRequest("all"), facets=None))
-            return [op.out for op in again.outputs]
-
-        return rerun
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         with paddle.no_grad():

@@ -271,36 +271,13 @@ class LiveEdits:
         """The forward ended at the frontier: there are no outputs to report."""
 
     def prepare_runtime(self, runtime: Any) -> None:
-        """Replay of an edited op re-runs the original call, checks it against the recorded
-        pre-hook value and re-applies the declared actions; without a declaration the plain
-        call runs, so a replacement presented as captured-native fails validation."""
-        runtime.edits = self.fired
-        adapter = self.adapter
-        for value_id in self.fired:
-            record = runtime.records.get(value_id)
-            if record is None:
-                continue
-            record.call = _edited_call(runtime, value_id, record.call, record.output_index, adapter)
-            record.output_index = None
+        """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``)."""
+        from torchlens.adapter_kit.replay import replay_edits
+
+        replay_edits(runtime, self.fired, self.adapter, apply_natively, _output_of)
 
 
-def _edited_call(runtime: Any, value_id: int, original: Any, output_index: Any, adapter: Any) -> Any:
-    from torchlens.adapter_kit.replay import values_match
-
+def _output_of(result: Any, output_index: Any) -> Any:
     from .capture import tensors_of
 
-    def call(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        produced = result if output_index is None else tensors_of(result)[output_index]
-        declared = getattr(runtime, "edits", {}).get(value_id)
-        if declared is None:
-            return produced
-        actions, pre_hook = declared
-        if not values_match(adapter, produced, pre_hook, adapter.neutral_dtype(pre_hook)):
-            return produced
-        value = pre_hook
-        for action in actions:
-            value = apply_natively(adapter, action, value)
-        return value
-
-    return call
+    return tensors_of(result)[output_index] if output_index is not None else result

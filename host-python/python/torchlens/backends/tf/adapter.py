@@ -11,7 +11,7 @@ from typing import Any, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
@@ -139,7 +139,7 @@ class TFAdapter(BackendProtocol):
             )
             runtime = TFRuntime(
                 records=recorder.records,
-                reference=self.reference_of(request) if edits is None else self._edited_reference(request),
+                reference=self.reference_of(request),
                 params=recorder.params,
                 param_dtypes=recorder.param_dtypes,
                 values=recorder.values,
@@ -157,16 +157,6 @@ class TFAdapter(BackendProtocol):
 
             trace.autograd = derive(trace, grad_options)
         return trace
-
-    def _edited_reference(self, request: CaptureRequest) -> Any:
-        """What an edited trace's outputs are compared with: the same call run again with the
-        same edit rules (an independent capture, nothing shared with this one)."""
-
-        def rerun() -> List[Any]:
-            again = self.capture(dataclasses.replace(request, save=SaveRequest("all"), facets=None))
-            return [op.out for op in again.outputs]
-
-        return rerun
 
     def apply_action(self, action: Any, value: Any) -> Any:
         """Zero-ablate, scale and add computed natively on the tensor; a raw callable runs on

@@ -267,35 +267,11 @@ class LiveEdits:
     # ---- after the forward --------------------------------------------------------------------------
 
     def prepare_runtime(self, runtime: Any) -> None:
-        """Replay of an edited op re-runs the original call, checks it against the recorded
-        pre-edit value and re-applies the declared actions; without a declaration the plain call
-        runs, so a replacement presented as captured-native fails validation."""
-        runtime.edits = self.fired
-        adapter = self.adapter
-        for value_id in self.fired:
-            record = runtime.records.get(value_id)
-            if record is None or record.call is None:
-                continue
-            record.call = _edited_call(runtime, value_id, record.call, record.output_index, adapter)
-            record.output_index = None
+        """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``)."""
+        from torchlens.adapter_kit.replay import replay_edits
+
+        replay_edits(runtime, self.fired, self.adapter, apply_natively, _output_of)
 
 
-def _edited_call(runtime: Any, value_id: int, original: Any, output_index: Any, adapter: Any) -> Any:
-    from torchlens.adapter_kit.replay import values_match
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        if isinstance(result, (list, tuple)):
-            result = list(result)[output_index or 0]
-        declared = getattr(runtime, "edits", {}).get(value_id)
-        if declared is None:
-            return result
-        actions, pre_edit = declared
-        if not values_match(adapter, result, pre_edit, adapter.neutral_dtype(pre_edit)):
-            return result
-        value = pre_edit
-        for action in actions:
-            value = apply_natively(adapter, action, value)
-        return value
-
-    return call
+def _output_of(result: Any, output_index: Any) -> Any:
+    return list(result)[output_index or 0] if isinstance(result, (list, tuple)) else result

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from torchlens.adapter_kit.derived_grads import check_intermediate_cap, mark_unavailable
 from torchlens.adapter_kit.replay import ReplayRecord, ValueRef, fill, values_match
-from torchlens.errors import LimitExceededError
 from torchlens.trace import Autograd, DerivedGrad
 
 from .refusals import refuse
@@ -133,18 +133,6 @@ def _evaluate(trace: Any, taps: Dict[int, Any], replace: Optional[tuple] = None)
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(runtime.output_tree), outputs)
 
 
-def _unavailable(autograd: Autograd, code: str, detail: str) -> None:
-    """Per-op gradients are absent: say why, with a code, instead of a silent empty result."""
-    import warnings
-
-    from torchlens.errors import DerivedGradUnavailableWarning
-
-    autograd.intermediate_unavailable = code
-    warnings.warn(
-        f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=4
-    )
-
-
 def _intermediate(
     trace: Any, options: GradOptions, loss_fn: Callable[[Any], Any], autograd: Autograd
 ) -> None:
@@ -158,25 +146,19 @@ def _intermediate(
         for op in trace.ops
         if op.kind == "compute" and op._info["value"] in recorded and _inexact(recorded[op._info["value"]])
     ]
-    if len(candidates) > options.max_intermediate_grads:
-        raise LimitExceededError(
-            f"{len(candidates)} ops would get intermediate gradients, more than max_intermediate_grads="
-            f"{options.max_intermediate_grads}",
-            "intermediate_grads_over_cap",
-            "raise GradOptions.max_intermediate_grads, or leave intermediate_grads off",
-        )
+    check_intermediate_cap(len(candidates), options.max_intermediate_grads)
     # The re-evaluated graph must reproduce the captured outputs before any record is exposed.
     adapter = trace._backend
     try:
         rerun = jax.tree_util.tree_leaves(_evaluate(trace, {}))
     except Exception as error:
-        _unavailable(autograd, INTERMEDIATE_REPLAY_FAILED, f"re-evaluating the graph raised {error!r}")
+        mark_unavailable(autograd, INTERMEDIATE_REPLAY_FAILED, f"re-evaluating the graph raised {error!r}")
         return
     expected = [(recorded[op.parents[0]._info["value"]], op.dtype) for op in trace.outputs]
     if len(rerun) != len(expected) or not all(
         values_match(adapter, a, b, dtype) for a, (b, dtype) in zip(rerun, expected)
     ):
-        _unavailable(
+        mark_unavailable(
             autograd, INTERMEDIATE_REPLAY_DIVERGED, "the re-evaluated graph does not reproduce the outputs"
         )
         return
@@ -185,7 +167,7 @@ def _intermediate(
         tapped = jax.grad(lambda taps: loss_fn(_evaluate(trace, taps)))(zeros)
     except Exception as error:
         # The producer cannot run under jax.grad (a while_loop region, say).
-        _unavailable(autograd, INTERMEDIATE_GRAD_UNSUPPORTED, f"jax.grad of the graph raised {error!r}")
+        mark_unavailable(autograd, INTERMEDIATE_GRAD_UNSUPPORTED, f"jax.grad of the graph raised {error!r}")
         return
     rng = np.random.default_rng(0)
     exposed: Dict[str, Any] = {}

@@ -26,8 +26,8 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 
+from torchlens.adapter_kit.derived_grads import check_intermediate_cap
 from torchlens.adapter_kit.replay import values_match
-from torchlens.errors import LimitExceededError
 from torchlens.trace import Autograd, DerivedGrad
 
 from .refusals import refuse
@@ -180,13 +180,7 @@ def _intermediate(
     positions = [
         index for index, entry in enumerate(captured_order) if entry[0] == "op" and _floating(entry[3])
     ]
-    if len(positions) > options.max_intermediate_grads:
-        raise LimitExceededError(
-            f"{len(positions)} ops would get intermediate gradients, more than max_intermediate_grads="
-            f"{options.max_intermediate_grads}",
-            "intermediate_grads_over_cap",
-            "raise GradOptions.max_intermediate_grads, or leave intermediate_grads off",
-        )
+    check_intermediate_cap(len(positions), options.max_intermediate_grads)
     shapes = {position: captured_order[position][2] for position in positions}
     dtypes = {position: captured_order[position][3] for position in positions}
 

@@ -15,15 +15,14 @@ a captured backward pass (``has_backward_pass`` stays False).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import paddle
 
+from torchlens.adapter_kit.derived_grads import check_intermediate_cap, mark_unavailable
 from torchlens.adapter_kit.replay import values_match
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.errors import DerivedGradUnavailableWarning, LimitExceededError
 from torchlens.trace import Autograd, DerivedGrad
 
 from . import refusals
@@ -155,24 +154,11 @@ class _ShadowSession:
     module = param = input = constant = buffer = enter = exit = output = extra = mark_unverified = _ignore
 
 
-def _unavailable(autograd: Autograd, code: str, detail: str) -> None:
-    autograd.intermediate_unavailable = code
-    warnings.warn(
-        f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=4
-    )
-
-
 def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
     runtime = trace._runtime
     captured = [op for op in trace.ops if op.kind in ("compute", "literal_producer")]
     floating = [op for op in captured if op.dtype.startswith(("float", "bfloat"))]
-    if len(floating) > options.max_intermediate_grads:
-        raise LimitExceededError(
-            f"{len(floating)} ops would get intermediate gradients, more than max_intermediate_grads="
-            f"{options.max_intermediate_grads}",
-            "intermediate_grads_over_cap",
-            "raise GradOptions.max_intermediate_grads, or leave intermediate_grads off",
-        )
+    check_intermediate_cap(len(floating), options.max_intermediate_grads)
     shadow = _ShadowSession()
     call_args, _chosen = _chosen_inputs(runtime.args, options)
     try:
@@ -190,14 +176,14 @@ def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
         ]
         grads = paddle.grad([loss], [value for _, value in wanted], allow_unused=True) if wanted else []
     except Exception as error:
-        _unavailable(autograd, INTERMEDIATE_REPLAY_FAILED, f"the gradient pass raised {error!r}")
+        mark_unavailable(autograd, INTERMEDIATE_REPLAY_FAILED, f"the gradient pass raised {error!r}")
         return
     by_id = {value_id: grad for (value_id, _), grad in zip(wanted, grads)}
     # exact, unambiguous: the same ops with the same functions and shapes, in order
     signature = [(op.func_name, tuple(op.shape)) for op in captured]
     replayed = [(func, shape) for _, func, shape, _, _ in shadow.ops]
     if signature != replayed:
-        _unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the gradient pass ran a different graph")
+        mark_unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the gradient pass ran a different graph")
         return
     adapter = trace._backend
     outputs = tensors_of(output)
@@ -206,7 +192,7 @@ def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
         value is not None and values_match(adapter, got, value, op.dtype)
         for got, value, op in zip(outputs, expected, trace.outputs)
     ):
-        _unavailable(
+        mark_unavailable(
             autograd, INTERMEDIATE_REPLAY_DIVERGED, "the gradient pass does not reproduce the outputs"
         )
         return

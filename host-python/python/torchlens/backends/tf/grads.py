@@ -13,15 +13,15 @@ structural match of the capture (same functions, shapes and parents, in order), 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
+from torchlens.adapter_kit.derived_grads import check_intermediate_cap, mark_unavailable
 from torchlens.adapter_kit.replay import values_match
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.errors import CaptureError, DerivedGradUnavailableWarning, LimitExceededError
+from torchlens.errors import CaptureError
 from torchlens.trace import Autograd, DerivedGrad
 
 from . import refusals
@@ -99,13 +99,8 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
     model, args, kwargs = runtime.model, runtime.args, runtime.kwargs
     captured = [op for op in trace.ops if op.kind in ("compute", "literal_producer")]
     floating_ops = [op for op in captured if op.dtype.startswith(("float", "bfloat"))]
-    if options.intermediate_grads and len(floating_ops) > options.max_intermediate_grads:
-        raise LimitExceededError(
-            f"{len(floating_ops)} ops would get intermediate gradients, more than max_intermediate_grads="
-            f"{options.max_intermediate_grads}",
-            "intermediate_grads_over_cap",
-            "raise GradOptions.max_intermediate_grads, or leave intermediate_grads off",
-        )
+    if options.intermediate_grads:
+        check_intermediate_cap(len(floating_ops), options.max_intermediate_grads)
     params: List[Tuple[str, Any]] = [
         (f"params.{runtime.param_addresses[value_id]}", variable)
         for value_id, variable in runtime.params.items()
@@ -151,20 +146,15 @@ def derive(trace: Any, options: GradOptions) -> Autograd:
     return autograd
 
 
-def _unavailable(autograd: Autograd, code: str, detail: str) -> None:
-    autograd.intermediate_unavailable = code
-    warnings.warn(
-        f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=4
-    )
-
-
 def _intermediate(
     captured: List[Any], shadow: _ShadowSession, tape: Any, loss: Any, autograd: Autograd
 ) -> None:
     signature = [(op.func_name, tuple(op.shape)) for op in captured]
     replayed = [(func, shape) for _, func, shape, _, _ in shadow.ops]
     if signature != replayed:
-        _unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the auxiliary forward ran a different graph")
+        mark_unavailable(
+            autograd, INTERMEDIATE_REPLAY_DIVERGED, "the auxiliary forward ran a different graph"
+        )
         return
     wanted = [
         (value_id, value) for value_id, _func, _shape, _parents, value in shadow.ops if _floating(value)

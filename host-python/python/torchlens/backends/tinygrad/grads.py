@@ -15,15 +15,14 @@ own autodiff, and optionally per-op gradients. These are not a captured backward
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tinygrad import Tensor, dtypes
 
+from torchlens.adapter_kit.derived_grads import check_intermediate_cap, mark_unavailable
 from torchlens.adapter_kit.replay import values_match
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.errors import DerivedGradUnavailableWarning, LimitExceededError
 from torchlens.trace import Autograd, DerivedGrad
 
 from .refusals import refuse
@@ -148,13 +147,6 @@ class _ShadowSession:
         pass
 
 
-def _unavailable(autograd: Autograd, code: str, detail: str) -> None:
-    autograd.intermediate_unavailable = code
-    warnings.warn(
-        f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=4
-    )
-
-
 def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
     from .adapter import input_pairs
     from .capture import Recorder
@@ -162,13 +154,7 @@ def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
     runtime = trace._runtime
     captured = [op for op in trace.ops if op.kind in ("compute", "literal_producer")]
     floating = [op for op in captured if op.dtype.startswith(("float", "bfloat"))]
-    if len(floating) > options.max_intermediate_grads:
-        raise LimitExceededError(
-            f"{len(floating)} ops would get intermediate gradients, more than max_intermediate_grads="
-            f"{options.max_intermediate_grads}",
-            "intermediate_grads_over_cap",
-            "raise GradOptions.max_intermediate_grads, or leave intermediate_grads off",
-        )
+    check_intermediate_cap(len(floating), options.max_intermediate_grads)
     shadow = _ShadowSession()
     recorder = Recorder(shadow)
     recorder.snapshot()
@@ -188,7 +174,7 @@ def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
             # lazy outputs of the pass
             loss.backward()
         except Exception as error:
-            _unavailable(autograd, INTERMEDIATE_REPLAY_FAILED, f"the gradient pass raised {error!r}")
+            mark_unavailable(autograd, INTERMEDIATE_REPLAY_FAILED, f"the gradient pass raised {error!r}")
             return
         holders = recorder.values
         # tinygrad fills .grad on the recorder's holders (they share the pass's UOps)
@@ -203,7 +189,7 @@ def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
     signature = [(op.func_name, op.shape) for op in captured]
     replayed = [(func, shape) for _, func, shape, _ in shadow.ops]
     if signature != replayed:
-        _unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the gradient pass built a different graph")
+        mark_unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the gradient pass built a different graph")
         return
     adapter = trace._backend
     expected = [op.out for op in trace.outputs]
@@ -211,7 +197,7 @@ def _intermediate(trace: Any, options: GradOptions, autograd: Autograd) -> None:
         value is not None and values_match(adapter, got, value, op.dtype)
         for got, value, op in zip(outputs, expected, trace.outputs)
     ):
-        _unavailable(
+        mark_unavailable(
             autograd, INTERMEDIATE_REPLAY_DIVERGED, "the gradient pass does not reproduce the outputs"
         )
         return

@@ -11,7 +11,8 @@ reset again and the traced call measures its own. "Above plain" is the traced pe
 plain peak. "Saved" is the bytes of the values the trace kept. glibc's malloc is pinned to a
 fixed mmap threshold (``MALLOC_MMAP_THRESHOLD_``) in every case, plain ones included, so freed
 activations go back to the system instead of staying in the heap and hiding what was released.
-Times are medians of ``--repeats`` calls, as ratios to the plain forward.
+Times are medians of ``--repeats`` rounds of one interleaved run (plain, full and every narrow
+case in turn, in one process), as ratios to the plain forward.
 """
 
 from __future__ import annotations
@@ -78,6 +79,26 @@ if model_name == "resnet18":
     model, x = torchvision.models.resnet18().eval(), torch.randn(8, 3, 224, 224)
 else:
     model, x = Gpt().eval(), torch.randint(0, 1000, (8, 128))
+if save_text == "interleaved":
+    # Every case timed in one process, round after round, so a load change on a shared
+    # machine lands on all of them alike.
+    texts = json.loads(sys.argv[4])
+    calls = [
+        (lambda: model(x)) if text == "plain"
+        else (lambda save=(None if text == "full" else eval(text, {"tl": tl})): tl.trace(model, x, save=save))
+        for text in texts
+    ]
+    samples = [[] for _ in texts]
+    with torch.no_grad():
+        for call in calls:
+            call()
+        for _ in range(repeats):
+            for index, call in enumerate(calls):
+                start = time.perf_counter()
+                call()
+                samples[index].append(time.perf_counter() - start)
+    print(json.dumps({text: statistics.median(found) for text, found in zip(texts, samples)}))
+    sys.exit(0)
 save = None if save_text in ("full", "plain") else eval(save_text, {"tl": tl})
 with torch.no_grad():
     model(x)
@@ -128,9 +149,9 @@ CASES = {
 }
 
 
-def run_case(model: str, save: str, repeats: int) -> dict:
+def run_case(model: str, save: str, repeats: int, *extra: str) -> dict:
     environment = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1")
-    command = [sys.executable, "-c", CASE, model, save, str(repeats)]
+    command = [sys.executable, "-c", CASE, model, save, str(repeats), *extra]
     finished = subprocess.run(command, capture_output=True, text=True, env=environment)
     if finished.returncode != 0:
         raise SystemExit(f"{model} with save={save} failed:\n{finished.stderr}")
@@ -148,6 +169,10 @@ def main() -> None:
     mib = 2**20
     for model, cases in CASES.items():
         plain = run_case(model, "plain", arguments.repeats)
+        # Times come from one interleaved run of every case (memory from a process per case).
+        texts = ["plain"] + [save for _, save in cases]
+        seconds = run_case(model, "interleaved", arguments.repeats, json.dumps(texts))
+        plain["seconds"] = seconds["plain"]
         results[model] = {"plain": plain}
         print(
             f"{model}: plain forward {plain['seconds'] * 1e3:.0f} ms,"
@@ -155,7 +180,8 @@ def main() -> None:
         )
         print(f"  {'save=':<36} {'above plain':>12} {'saved':>10} {'ops':>5} {'time':>9} {'x plain':>8}")
         for name, save in cases:
-            figures = run_case(model, save, arguments.repeats)
+            figures = run_case(model, save, 1)
+            figures["seconds"] = seconds[save]
             results[model][name] = dict(figures, save=save)
             print(
                 f"  {name:<36} {figures['above_plain'] / mib:>8.1f} MiB"

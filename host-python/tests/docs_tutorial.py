@@ -1,4 +1,4 @@
-"""Running a backend docs page's tutorial: every ```python block of ``docs/backends/<page>``, in
+"""Running a docs page's (or the README's) code: every ```python block of ``docs/backends/<page>``, in
 order, in one namespace (what a reader pasting them one after another gets)."""
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ PAGES = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "backends")
 
 def run_tutorial(page: str) -> Tuple[dict, int]:
     """The namespace after running the page's blocks, and how many blocks ran."""
-    path = os.path.join(PAGES, page)
+    return run_markdown(os.path.join(PAGES, page))
+
+
+def run_markdown(path: str) -> Tuple[dict, int]:
+    """The namespace after running every ```python block of a markdown file, and how many ran."""
     with open(path, encoding="utf-8") as handle:
         blocks = re.findall(r"```python\n(.*?)```", handle.read(), re.S)
     namespace: dict = {}

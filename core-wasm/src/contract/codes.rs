@@ -68,18 +68,18 @@ pub const REFUSAL_CODES: &[RefusalCode] = &[
     ),
     refusal(
         "intervene_unsupported",
-        "torch",
-        "live edits are not built on torch yet",
+        "preview",
+        "the backend has no live edits (intervene=)",
     ),
     refusal(
         "stop_after_unsupported",
-        "torch",
-        "early stopping is not built on torch yet",
+        "preview",
+        "the backend cannot stop the forward early (stop_after=)",
     ),
     refusal(
         "value_dependent_save_unsupported",
-        "torch",
-        "value-dependent save= is not built on torch yet",
+        "preview",
+        "the backend cannot decide save= on values (tl.where, callables)",
     ),
     refusal(
         "callback_effects",
@@ -228,6 +228,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
     reason(
         "constant_producer_leaf",
         "a constant is read as a leaf, not replayed",
+    ),
+    reason(
+        "edit_declaration_mismatch",
+        "the op's declared edits disagree with the trace's edit records",
     ),
     reason("input_leaf", "a model input is a leaf"),
     reason(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import backends, debug, errors, options
 from ._core import versions
 from .api import load, record, trace, validate
-from .edits import add, clamp, mean_ablate, replace_with, scale, when, zero_ablate
+from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
 from .selectors import (
     Selector,
@@ -32,6 +32,8 @@ __all__ = [
     "add",
     "clamp",
     "mean_ablate",
+    "patch_from",
+    "RecordContext",
     "replace_with",
     "scale",
     "when",

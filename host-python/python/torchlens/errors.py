@@ -95,3 +95,8 @@ class BackendDeclarationWarning(UserWarning):
 class SelectionIncompleteWarning(UserWarning):
     """Ops matched ``save=`` whose values were released during capture before the live plan
     could select them (``trace.selection_missed`` lists their labels); they are not saved."""
+
+
+class PatchError(TorchLensError):
+    """``tl.patch_from``: the source trace has no matching site, or its value has another
+    shape."""

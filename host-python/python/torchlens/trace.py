@@ -433,14 +433,16 @@ class Trace:
         """The backend's declaration (:class:`~torchlens.backends.BackendSpec`)."""
         return self._backend.spec
 
-    def fork(self) -> Any:
-        """Editing a finished trace (``trace.fork().do(...)``) or patching in activations from
-        another run. Not built on any backend: refuses with ``BackendUnsupportedError``
-        (``capability_unsupported``) naming the framework."""
+    def fork(self, name: Optional[str] = None) -> Any:
+        """An editable copy of this trace (:class:`~torchlens.edits.fork.ForkedTrace`):
+        ``trace.fork().do(tl.when(selector, action))`` runs the model again under the edit and
+        returns a new trace; this one is untouched. Patching from another run is an action:
+        ``do(selector, tl.patch_from(other_trace))``."""
         from .backends.gate import gate
+        from .edits.fork import ForkedTrace
 
         gate(self.spec, "edit_finished_trace")
-        raise AssertionError("the gate admitted edit_finished_trace, which no backend implements")
+        return ForkedTrace(self, name)
 
     @property
     def provenance(self) -> Provenance:

@@ -104,6 +104,8 @@ class ReplayRuntime:
     #: Edited value id → (the actions applied, the value before the first edit): what replay of
     #: an edited op re-applies (see ``replay_edits``).
     edits: Dict[int, Tuple[Tuple[Any, ...], Any]] = field(default_factory=dict)
+    #: The capture request the trace came from (what ``trace.fork().do(...)`` runs again).
+    request: Any = None
 
 
 def argument_template(
@@ -421,6 +423,11 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
         else:
             decisions.append((op.index, "leaf", "replay_matched"))
 
+    # Edits: what replay re-applies must be exactly what the trace records as fired.
+    for op in _edit_declaration_mismatches(trace, runtime):
+        decisions.append((op.index, "failed", "edit_declaration_mismatch"))
+        failed.add(op.index)
+
     # 2 and 3. Every op from its parents' recorded values.
     for op in trace.ops:
         kind = op.kind
@@ -434,6 +441,22 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
             outcome, reason = replayer.decide(op)
             decisions.append((op.index, outcome, reason))
     return fold(decisions, labels)
+
+
+def _edit_declaration_mismatches(trace: Any, runtime: ReplayRuntime) -> List[Any]:
+    """Ops whose runtime edit declaration (what replay re-applies) is missing, extra, or names
+    other actions than the trace's edit records."""
+    declared = runtime.edits
+    mismatched = []
+    for op in trace.ops:
+        if op.kind == "output":
+            continue
+        declaration = declared.get(op._info.get("value"))
+        recorded = [record.helper_name for record in op.fire_records]
+        named = [action.describe() for action in declaration[0]] if declaration is not None else []
+        if recorded != named:
+            mismatched.append(op)
+    return mismatched
 
 
 def replay_edits(

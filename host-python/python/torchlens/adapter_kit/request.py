@@ -16,7 +16,8 @@ SAVE_MODES = ("all", "none", "selected")
 @dataclass(frozen=True)
 class SaveRequest:
     """Which values the trace keeps: ``all`` (``save=None``/``True``), ``none``
-    (``save=False``) or ``selected`` (a static selector, decided live by the core's plan)."""
+    (``save=False``) or ``selected`` (a selector, decided live: by the core's plan, or by the
+    adapter on each value when it is value-dependent)."""
 
     mode: str = "all"
     selector: Optional[Selector] = None
@@ -29,6 +30,16 @@ class SaveRequest:
         if save is False:
             return cls("none")
         return cls("selected", selector)
+
+    @property
+    def value_dependent(self) -> bool:
+        """Whether the selector needs each op's value (``tl.where``, a callable): the adapter
+        decides it live (see :class:`~torchlens.adapter_kit.live_edits.LiveEdits`)."""
+        if self.selector is None:
+            return False
+        from .live_edits import selector_kinds
+
+        return "where" in selector_kinds(self.selector)
 
 
 @dataclass(frozen=True)

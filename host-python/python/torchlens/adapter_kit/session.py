@@ -58,6 +58,9 @@ class CaptureSession:
         self.request = request
         options = request.options
         selector = request.save.selector if request.save.mode == "selected" else None
+        if selector is not None and request.save.value_dependent:
+            # Decided by the adapter on each concrete value (``decide_value``), not by the core.
+            selector = None
         self._native = core().start_session(
             options.recurrence_detection,
             options.compute_input_output_distances,
@@ -333,6 +336,14 @@ class CaptureSession:
     def _keep_leaf(self, value_id: int, value: Any) -> None:
         self.payloads[value_id] = value
         self.leaf_values.add(value_id)
+
+    def decide_value(self, value_id: int, selected: bool) -> None:
+        """A value-dependent ``save=`` decided by the adapter on the concrete value, right after
+        ``op`` reported it: a rejected value is dropped at once."""
+        if selected:
+            self.selected.add(value_id)
+        elif value_id not in self.leaf_values:
+            self.payloads.pop(value_id, None)
 
     def replace_payload(self, value_id: int, value: Any) -> None:
         """Swaps a kept payload for another array (a copy made before an in-place write)."""

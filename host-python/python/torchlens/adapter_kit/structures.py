@@ -4,7 +4,7 @@ lists and dicts), each with the path that names it in the trace (``output.0.logi
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 
 def named_arrays(value: Any, array_type: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
@@ -38,3 +38,22 @@ def _collect(value: Any, array_type: Any, path: str, found: List[Tuple[str, Any]
     elif isinstance(value, dict):
         for key, item in value.items():
             _collect(item, array_type, f"{path}.{key}", found)
+
+
+def substitute(structure: Any, replaced: Dict[int, Any]) -> Any:
+    """``structure`` with every object whose ``id`` is a key of ``replaced`` swapped for its
+    value (a live edit's replacement), tuples, lists and dicts rebuilt, named tuples and
+    struct sequences (``torch.return_types``) kept as their own type."""
+    found = replaced.get(id(structure))
+    if found is not None:
+        return found
+    if isinstance(structure, dict):
+        return type(structure)((key, substitute(item, replaced)) for key, item in structure.items())
+    if isinstance(structure, (tuple, list)):
+        items = [substitute(item, replaced) for item in structure]
+        if isinstance(structure, tuple) and hasattr(structure, "_fields") and not hasattr(
+            structure, "n_sequence_fields"
+        ):
+            return type(structure)(*items)  # a named tuple takes its fields as arguments
+        return type(structure)(items)
+    return structure

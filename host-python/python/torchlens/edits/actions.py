@@ -20,9 +20,12 @@ def _shape_kept(action: str, before: Any, after: Any) -> None:
 
 
 class Action:
-    """An edit action. ``name`` is how the trace records it (``scale(0.5)``)."""
+    """An edit action. ``name`` is how the trace records it (``scale(0.5)``). An action whose
+    ``needs_context`` is True reads the op's :class:`~torchlens.edits.RecordContext` when it
+    fires (passed to ``apply`` as ``context``)."""
 
     name = "action"
+    needs_context = False
 
     def describe(self) -> str:
         """The action as the trace's edit record names it."""
@@ -32,7 +35,7 @@ class Action:
         """The replacement of a host (NumPy) array."""
         raise NotImplementedError
 
-    def apply(self, value: Any, backend: Any) -> Any:
+    def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
         """The replacement of a framework value, computed on a host copy through ``backend``'s
         ``to_numpy``/``from_numpy`` and converted back to the value's dtype."""
         import numpy
@@ -142,18 +145,94 @@ class ReplaceWith(Action):
 
 @dataclass(frozen=True)
 class CallableAction(Action):
-    """A plain callable written against the framework's arrays: ``function(value) -> value``."""
+    """A plain callable written against the framework's arrays: ``function(value) -> value``, or
+    ``function(value, ctx) -> value`` with ``ctx`` the op's :class:`~torchlens.edits.RecordContext`."""
 
-    function: Callable[[Any], Any] = lambda value: value
+    function: Callable[..., Any] = lambda value: value
     name = "callable"
+
+    @property
+    def needs_context(self) -> bool:  # type: ignore[override]
+        return _takes_two_arguments(self.function)
 
     def describe(self) -> str:
         return f"callable({getattr(self.function, '__qualname__', type(self.function).__name__)})"
 
-    def apply(self, value: Any, backend: Any) -> Any:
-        result = self.function(value)
+    def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
+        result = self.function(value, context) if self.needs_context else self.function(value)
         _shape_kept(self.describe(), value, result)
         return result
+
+
+def _takes_two_arguments(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` accepts a second positional argument (the context)."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        parameter
+        for parameter in parameters
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    variadic = any(parameter.kind is parameter.VAR_POSITIONAL for parameter in parameters)
+    return variadic or len(positional) >= 2
+
+
+class PatchFrom(Action):
+    """Activation patching: each matched op takes the value the same site had in ``source``,
+    another trace of the same model (run on another input). Sites pair up by their place in
+    the run (the n-th computed value); the pair must agree on function and shape, and the
+    patched op's label is checked against the source's when the capture finishes."""
+
+    name = "patch_from"
+    needs_context = True
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self._computed: Any = None
+
+    def describe(self) -> str:
+        return "patch_from(trace)"
+
+    def source_op(self, context: Any) -> Any:
+        """The source trace's op at the context's site (``patch_site_missing`` otherwise)."""
+        from ..errors import PatchError
+
+        if self._computed is None:
+            self._computed = [op for op in self.source.ops if op.kind in ("compute", "literal_producer")]
+        step = context.step_index
+        op = self._computed[step - 1] if step is not None and 0 < step <= len(self._computed) else None
+        if op is None or op.func_name != context.func_name:
+            found = f"{op.label} ({op.func_name})" if op is not None else "nothing"
+            raise PatchError(
+                f"the source trace has no {context.func_name} at this op's site (computed value "
+                f"{step}; the source has {found} there)",
+                "patch_site_missing",
+                "patch from a trace of the same model with the same control flow",
+            )
+        return op
+
+    def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
+        from ..errors import PatchError
+
+        op = self.source_op(context)
+        donor = op.out
+        if donor is None:
+            raise PatchError(
+                f"the source trace did not save {op.label}",
+                "patch_site_missing",
+                "trace the source with save=True, or a save= that covers the patched ops",
+            )
+        if tuple(donor.shape) != tuple(value.shape):
+            raise PatchError(
+                f"{op.label} has shape {tuple(donor.shape)} in the source, {tuple(value.shape)} here",
+                "patch_shape_mismatch",
+                "patch from a run of the same model on an input of the same shape",
+            )
+        return backend.patch_value(donor, value) if hasattr(backend, "patch_value") else donor
 
 
 def _refuse_shape_change(force_shape_change: bool) -> None:
@@ -204,6 +283,12 @@ def replace_with(value: Any, *, force_shape_change: bool = False) -> Action:
     """Replace the value with ``value`` (an array, or a zero-argument callable returning one)."""
     _refuse_shape_change(force_shape_change)
     return ReplaceWith(value)
+
+
+def patch_from(source: Any) -> Action:
+    """Activation patching: each matched op takes its value from ``source`` (a trace of the
+    same model), matched by site; a missing site or another shape is a typed error."""
+    return PatchFrom(source)
 
 
 def as_action(action: Any) -> Action:

@@ -79,6 +79,8 @@ class RecordContext:
     is_scalar_bool: Optional[bool] = None
     bool_value: Optional[bool] = None
     parent_labels: Tuple[str, ...] = field(default_factory=tuple)
+    #: The concrete output value (a framework array), where the backend holds it.
+    value: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

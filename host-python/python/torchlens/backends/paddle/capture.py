@@ -16,8 +16,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import paddle
 
+from torchlens.adapter_kit.live_edits import LiveEditHost
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
-from torchlens.adapter_kit.structures import arrays_in
+from torchlens.adapter_kit.structures import arrays_in, substitute
 
 from . import inventory, refusals
 from .dtypes import neutral_name
@@ -92,7 +93,7 @@ class Walk:
                 self._visit(f"{prefix}.{name}" if prefix else name, child)
 
 
-class Recorder:
+class Recorder(LiveEditHost):
     """State of one Paddle capture around a session (the real capture session, or a shadow one
     for the gradient pass)."""
 
@@ -180,13 +181,32 @@ class Recorder:
             self.versions[value_id] = tensor._inplace_version()
             self.session.replace_payload(value_id, tensor)
 
-    def module_stack(self, session: Any) -> List[str]:
+    def module_stack(self) -> List[str]:
         """Addresses of the module calls open now, outermost first."""
         return [
             self.addresses.get(module_id, str(module_id))
-            for module_id, calls in session.open_calls.items()
+            for module_id, calls in self.session.open_calls.items()
             if calls and module_id in self.addresses and module_id != 0
         ]
+
+    def value_facts(self, value: Any) -> Dict[str, Any]:
+        scalar_bool = value.dtype == paddle.bool and int(value.size) == 1
+        return {
+            "shape": tuple(value.shape),
+            "dtype": neutral_name(value.dtype),
+            "tensor_requires_grad": not value.stop_gradient,
+            "is_scalar_bool": scalar_bool,
+            "bool_value": bool(value.item()) if scalar_bool else None,
+        }
+
+    def is_value(self, value: Any) -> bool:
+        return isinstance(value, paddle.Tensor)
+
+    def same_dtype(self, new: Any, like: Any) -> Any:
+        return new if new.dtype == like.dtype else new.astype(like.dtype)
+
+    def copy(self, value: Any) -> Any:
+        return value.clone()
 
     def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
         value_id = self.id_of(tensor)
@@ -381,7 +401,7 @@ class Recorder:
         if not replaced:
             return output
         by_object = {id(tensor): replaced[value_id] for value_id, tensor in known if value_id in replaced}
-        return _substitute(output, by_object)
+        return substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -431,7 +451,7 @@ class Recorder:
                 replaced[id(value)] = new
         if not replaced:
             return out
-        return _substitute(out, replaced)
+        return substitute(out, replaced)
 
 
 #: Recorders of the captures running now (captures take turns across threads; a capture
@@ -458,13 +478,3 @@ def _kernel_dispatcher(original: Callable[..., Any], kind: str, name: str) -> Ca
         return original(*args, **kwargs)
 
     return dispatch
-
-
-def _substitute(value: Any, replaced: Dict[int, Any]) -> Any:
-    if isinstance(value, Tensor):
-        return replaced.get(id(value), value)
-    if isinstance(value, tuple):
-        return tuple(_substitute(item, replaced) for item in value)
-    if isinstance(value, list):
-        return [_substitute(item, replaced) for item in value]
-    return value

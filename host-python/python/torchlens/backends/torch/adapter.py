@@ -11,6 +11,9 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.errors import PayloadModifiedError
 
+from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
+
+from .actions import apply_natively
 from .capture import Capture, _RecordingMode, flatten
 from .dtypes import BY_NAME, NAMES, name_of
 
@@ -38,21 +41,20 @@ class _VersionGuard:
 class TorchAdapter(BackendProtocol):
     """Fills the backend protocol for PyTorch."""
 
-    refusal_codes = (
-        "intervene_unsupported",
-        "stop_after_unsupported",
-        "value_dependent_save_unsupported",
-        "followed_by_unsupported",
-    )
+    refusal_codes = ()
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
         model, args, kwargs = request.model, request.args, request.kwargs
+        edits = LiveEdits(request, self, _refuse, framework="torch") if LiveEdits.wanted(request) else None
         with CaptureSession(request) as session, Patches() as patches:
             capture = Capture(model, session, patches)
             capture.declare_model()
             capture.declare_inputs(args, kwargs)
+            if edits is not None:
+                edits.attach(session, capture)
+                capture.edits = edits
             hooks = torch.nn.modules.module
             pre = hooks.register_module_forward_pre_hook(patches.for_owner_thread(capture.pre_hook, _pass))
             patches.on_exit(pre.remove)
@@ -61,18 +63,30 @@ class TorchAdapter(BackendProtocol):
             root_is_module = isinstance(model, torch.nn.Module)
             if not root_is_module:
                 session.enter(0)
-            with _RecordingMode(capture):
-                output = model(*args, **kwargs)
-            if not root_is_module:
-                capture.exit(0, output)
-            capture.declare_outputs(output)
+            stopped = False
+            try:
+                with _RecordingMode(capture):
+                    output = model(*args, **kwargs)
+                if not root_is_module:
+                    replaced = capture.exit(0, output)
+                    output = output if replaced is None else replaced
+            except StopSignal:
+                stopped = True  # the frontier is marked; nothing past it ran
+            if not stopped:
+                capture.declare_outputs(output)
             runtime = ReplayRuntime(
                 records=capture.replays,
                 reference=self.reference_of(request),
                 params=capture.params,
                 param_dtypes=capture.param_dtypes,
+                request=request,
             )
-            return session.finish(self, runtime=runtime, payload_guard=_VersionGuard(capture.versions))
+            if edits is not None:
+                edits.prepare_runtime(runtime, _apply, _output_of)
+            trace = session.finish(self, runtime=runtime, payload_guard=_VersionGuard(capture.versions))
+        if edits is not None:
+            check_patched_sites(trace, edits)
+        return trace
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         with torch.no_grad():
@@ -112,13 +126,19 @@ class TorchAdapter(BackendProtocol):
             result = record.call(*args, **kwargs)
         if record.func_name == "__setitem__":
             return args[0]
-        if record.output_index is None:
-            return result
-        return [item for item in result if isinstance(item, torch.Tensor)][record.output_index]
+        return _output_of(result, record.output_index)
 
     def replay_argument(self, value: torch.Tensor) -> torch.Tensor:
         # A copy, so an in-place op re-run by replay cannot touch the saved value.
         return value.clone()
+
+    def apply_action(self, action: Any, value: torch.Tensor) -> torch.Tensor:
+        """Every action computed natively on the tensor (no host copy), shape and dtype kept."""
+        return apply_natively(self, action, value)
+
+    def patch_value(self, donor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """A patched-in value from another trace, on ``like``'s device and in its dtype."""
+        return donor.detach().to(device=like.device, dtype=like.dtype).clone()
 
     # ---- payload codec ----------------------------------------------------------------------------
 
@@ -127,6 +147,23 @@ class TorchAdapter(BackendProtocol):
         tensor is already contiguous on the CPU."""
         flat = tensor.detach().to("cpu").contiguous().reshape(-1)
         return memoryview(flat.view(torch.uint8).numpy()).cast("B")
+
+
+def _refuse(message: str, code: str, remedy: str) -> Exception:
+    from torchlens.errors import BackendUnsupportedError
+
+    return BackendUnsupportedError(message, code, remedy, framework="torch")
+
+
+def _apply(adapter: Any, action: Any, value: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return adapter.apply_action(action, value)
+
+
+def _output_of(result: Any, output_index: Any) -> Any:
+    if output_index is None:
+        return result
+    return [item for item in result if isinstance(item, torch.Tensor)][output_index]
 
 
 def _pass(*args: Any) -> None:

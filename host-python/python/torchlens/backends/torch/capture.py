@@ -9,14 +9,16 @@ import inspect
 import itertools
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from torchlens.adapter_kit import CaptureSession, Patches
+from torchlens.adapter_kit.live_edits import LiveEdits, LiveEditHost
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
-from torchlens.adapter_kit.structures import named_arrays
+from torchlens.adapter_kit.structures import named_arrays, substitute
 
 from .dtypes import name_of
 from .naming import func_name, is_in_place
@@ -49,6 +51,8 @@ class _RecordingMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         capture = self.capture
+        if capture.quiet_depth:
+            return func(*args, **kwargs)
         if (
             capture.shared
             and args
@@ -56,8 +60,7 @@ class _RecordingMode(TorchFunctionMode):
         ):
             capture.protect(kwargs.get("out", args[0]))
         out = func(*args, **kwargs)
-        capture.record(func, args, kwargs, out)
-        return out
+        return capture.record(func, args, kwargs, out)
 
 
 def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
@@ -65,8 +68,9 @@ def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
     return named_arrays(value, torch.Tensor, path)
 
 
-class Capture:
-    """State of one ``tl.trace`` call on a torch model, around the shared session."""
+class Capture(LiveEditHost):
+    """State of one ``tl.trace`` call on a torch model, around the shared session; also the
+    host of its live edits (``intervene=``, ``stop_after=``) and value-dependent ``save=``."""
 
     def __init__(self, model: Any, session: CaptureSession, patches: Patches) -> None:
         self.serial = next(_SERIALS)
@@ -84,6 +88,13 @@ class Capture:
         self.versions: Dict[int, int] = {}
         #: Value id → how replay re-runs the op that produced it.
         self.replays: Dict[int, ReplayRecord] = {}
+        #: Module id → its primary address (what a RecordContext's module stack names).
+        self.addresses: Dict[int, str] = {}
+        #: The live edits of ``intervene=`` / ``stop_after=`` (None without rules).
+        self.edits: Optional[LiveEdits] = None
+        #: Above zero while the capture runs torch itself (edit actions, predicates): the mode
+        #: passes those calls through unrecorded.
+        self.quiet_depth = 0
         # The session holds only what the live plan keeps, through this alias-not-copy hold.
         session.hold = self._kept
 
@@ -124,6 +135,10 @@ class Capture:
         current = self.known_id(target)
         if current is not None:
             self.session.retire(current)
+        self._copy_payloads_on(target)
+
+    def _copy_payloads_on(self, target: torch.Tensor) -> None:
+        """Copies the uncopied payloads that share ``target``'s storage (it is about to change)."""
         for value_id in self.shared.pop(target.untyped_storage().data_ptr(), ()):
             if self.versions.pop(value_id, None) is not None:
                 value = self.session.payloads.get(value_id)
@@ -157,6 +172,7 @@ class Capture:
         session = self.session
         if not isinstance(self.model, torch.nn.Module):
             self.module_ids[id(self.model)] = 0
+            self.addresses[0] = "self"
             session.module(0, ["self"], type(self.model).__name__, False, False)
             return
         addresses: Dict[int, List[str]] = {}
@@ -172,6 +188,7 @@ class Capture:
         for _name, module in modules:
             module_id = len(self.module_ids)
             self.module_ids[id(module)] = module_id
+            self.addresses[module_id] = addresses[id(module)][0]
             session.module(
                 module_id,
                 addresses[id(module)],
@@ -249,37 +266,91 @@ class Capture:
             module_id = len(self.module_ids)
             self.module_ids[id(module)] = module_id
             address = f"{type(module).__name__.lower()}_unregistered_{module_id}"
+            self.addresses[module_id] = address
             self.session.module(module_id, [address], type(module).__name__, False, module.training)
         return module_id
 
     def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
         self.session.enter(self._module_id(module))
 
-    def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        self.exit(self._module_id(module), output)
+    def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
+        return self.exit(self._module_id(module), output)
 
-    def exit(self, module_id: int, output: Any) -> None:
-        """A module call returns ``output``."""
+    def exit(self, module_id: int, output: Any) -> Any:
+        """A module call returns ``output``; returns what the caller gets instead when a
+        ``tl.module`` edit replaced part of it (None otherwise, as a forward hook does)."""
         tensors = (
             (output,) if isinstance(output, torch.Tensor) else [tensor for _, tensor in flatten(output, "")]
         )
         known = [(value_id, tensor) for tensor in tensors if (value_id := self.known_id(tensor)) is not None]
-        self.session.exit(module_id, [value_id for value_id, _ in known], [tensor for _, tensor in known])
+        value_ids = [value_id for value_id, _ in known]
+        values = [tensor for _, tensor in known]
+        self.session.exit(module_id, value_ids, values)
+        if self.edits is None:
+            return None
+        replaced = self.edits.on_exit(module_id, value_ids, values)
+        if not replaced:
+            return None
+        return substitute(output, {id(values[value_ids.index(key)]): new for key, new in replaced.items()})
+
+    # ---- live edits (the LiveEditHost side) ------------------------------------------------------
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        self.quiet_depth += 1
+        try:
+            yield
+        finally:
+            self.quiet_depth -= 1
+
+    def adopt(self, value_id: int, value: torch.Tensor) -> None:
+        setattr(value, ID_ATTRIBUTE, (self.serial, value_id))
+        if value_id in self.session.payloads:
+            with self.quiet():
+                self.session.replace_payload(value_id, self._kept(value_id, value))
+
+    def module_stack(self) -> List[str]:
+        addresses = self.addresses
+        return [
+            addresses[module_id]
+            for module_id, calls in self.session.open_calls.items()
+            if calls and module_id in addresses and addresses[module_id] != "self"
+        ]
+
+    def value_facts(self, value: torch.Tensor) -> Dict[str, Any]:
+        scalar_bool = value.dtype == torch.bool and value.numel() == 1
+        return {
+            "shape": tuple(value.shape),
+            "dtype": name_of(value.dtype),
+            "tensor_requires_grad": value.requires_grad,
+            "is_scalar_bool": scalar_bool,
+            "bool_value": bool(value.item()) if scalar_bool else None,
+        }
+
+    def is_value(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor)
+
+    def same_dtype(self, new: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return new if new.dtype == like.dtype else new.to(like.dtype)
+
+    def copy(self, value: torch.Tensor) -> torch.Tensor:
+        return value.clone()
 
     # ---- ops ---------------------------------------------------------------------------------
 
-    def record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+    def record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        """Reports one op; returns what flows on (``out``, or its live-edited replacement)."""
         name = func_name(func)
         if isinstance(out, torch.Tensor):
             results: tuple = (out,)
         elif isinstance(out, (tuple, list)):
             results = tuple(item for item in out if isinstance(item, torch.Tensor))
             if not results:
-                return
+                return out
         elif out is None and name == "__setitem__" and args and isinstance(args[0], torch.Tensor):
             results = (args[0],)
         else:
-            return
+            return out
         parents, template, keyword_template = argument_template(args, kwargs, torch.Tensor, self._reference)
         multiple = len(results) > 1 or not isinstance(out, torch.Tensor)
         outputs = []
@@ -295,3 +366,28 @@ class Capture:
         source = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         in_place = is_in_place(name) or kwargs.get("inplace") is True
         self.session.op(name, parents, outputs, in_place, (), source)
+        edits = self.edits
+        if edits is None:
+            return out
+        replaced: Dict[int, torch.Tensor] = {}
+        for index, (value_id, result, _shape, _dtype) in enumerate(outputs):
+            new = edits.on_output(name, value_id, result, index)
+            if new is not result:
+                replaced[id(result)] = new
+        if not replaced:
+            return out
+        target = results[0]
+        if out is None or (in_place and args and out is args[0]):
+            # An in-place op's result is the object the model keeps using: write the edit into
+            # it, after copying what must not change (the pre-edit value replay compares with,
+            # payloads that share its storage).
+            value_id = outputs[0][0]
+            actions, original = edits.fired[value_id]
+            with self.quiet():
+                if original is target:
+                    edits.fired[value_id] = (actions, original.clone())
+                self._copy_payloads_on(target)
+                target.copy_(replaced[id(target)])
+            return out
+        return substitute(out, replaced)
+

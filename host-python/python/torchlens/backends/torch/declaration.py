@@ -33,17 +33,27 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("torch", "2.0", "3.0", "2.15.0", "torch"),
     array_modules=("torch",),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, source_lines=True),
+    capabilities=package_capabilities(
+        save_selected=True,
+        source_lines=True,
+        intervene=True,
+        stop_after=True,
+        save_value_dependent=True,
+        temporal_selectors=True,
+        edit_finished_trace=True,
+    ),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.torch.adapter:TorchAdapter.capture"),
         "source_lines": implemented_by("torchlens.backends.torch.adapter:TorchAdapter.capture"),
+        "intervene": implemented_by("torchlens.adapter_kit.live_edits:LiveEdits"),
+        "stop_after": implemented_by("torchlens.adapter_kit.live_edits:LiveEdits"),
+        "save_value_dependent": implemented_by("torchlens.adapter_kit.live_edits:LiveEdits"),
+        "temporal_selectors": implemented_by("torchlens.adapter_kit.live_plan:LivePlan"),
+        "edit_finished_trace": implemented_by("torchlens.edits.fork:ForkedTrace"),
     },
-    option_values={
-        # Torch modules always use object_module attribution; the JAX options are inert here.
-        "module_identity_mode": ("object_module",),
-        "payload_policy": ("array_payloads",),
-    },
+    # No option_values: the options the preview backends read (module_identity_mode,
+    # payload_policy, jax_*) are inert inputs on torch, as the spec says, whatever their value.
     adapter="torchlens.backends.torch.adapter:TorchAdapter",
     example="torchlens.backends.torch.example:example",
     detect=_detect,

@@ -1,0 +1,366 @@
+"""Live edits and early stop, shared by the adapters that run them: the ``intervene=`` rules and
+the ``stop_after=`` rule are decided on each concrete op output as it leaves its op (before the
+caller sees it) and at each module call's exit (``tl.module`` terms).
+
+A rule that matches replaces the value: the replacement flows downstream, keeps the op's
+identity (its value id, so its label) and becomes its payload, and the session records an edit.
+A matching stop rule marks the frontier and raises :class:`StopSignal`, so nothing past it runs.
+Every rule is checked before the model runs.
+
+The adapter supplies a :class:`LiveEditHost` (how its recorder pauses, adopts a replacement and
+describes a value) and its protocol's ``apply_action``; everything else is here."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ..edits.actions import Action, _shape_kept
+from ..edits.rules import RecordContext
+
+
+class StopSignal(BaseException):
+    """Raised inside the forward at the ``stop_after=`` frontier, so nothing past it runs. A
+    ``BaseException``: a model's own ``except Exception`` must not swallow it."""
+
+
+class LiveEditHost:
+    """What an adapter's recorder provides to :class:`LiveEdits`."""
+
+    def quiet(self) -> contextlib.AbstractContextManager:
+        """A block in which framework calls the edits make themselves are not recorded."""
+        raise NotImplementedError
+
+    def adopt(self, value_id: int, value: Any) -> None:
+        """``value`` replaces the value ``value_id``: it carries the id, is its payload and
+        what replay reads."""
+        raise NotImplementedError
+
+    def module_stack(self) -> List[str]:
+        """Addresses of the module calls open now, outermost first (the root excluded)."""
+        raise NotImplementedError
+
+    def value_facts(self, value: Any) -> Dict[str, Any]:
+        """The :class:`RecordContext` fields read from a concrete value: ``shape``, ``dtype``,
+        ``tensor_requires_grad``, ``is_scalar_bool``, ``bool_value``."""
+        raise NotImplementedError
+
+    def is_value(self, value: Any) -> bool:
+        """Whether ``value`` is one of the framework's arrays."""
+        raise NotImplementedError
+
+    def same_dtype(self, new: Any, like: Any) -> Any:
+        """``new`` in ``like``'s dtype (a replacement keeps the value's dtype)."""
+        raise NotImplementedError
+
+    def copy(self, value: Any) -> Any:
+        """A copy of ``value`` (a replacement must be a new object)."""
+        raise NotImplementedError
+
+
+def selector_kinds(selector: Any, found: Optional[set] = None) -> set:
+    """The leaf kinds of a selector tree (``func``, ``module``, ``where``, ``temporal``...);
+    ``&`` and ``~`` are listed when present."""
+    from .. import selectors
+
+    found = set() if found is None else found
+    if isinstance(selector, selectors._Leaf):
+        found.add(selector.kind)
+    elif isinstance(selector, selectors._Composite):
+        for part in selector.parts:
+            selector_kinds(part, found)
+        if selector.kind == "and":
+            found.add("&")
+    elif isinstance(selector, selectors._Not):
+        found.add("~")
+        selector_kinds(selector.inner, found)
+    elif isinstance(selector, selectors._Where):
+        found.add("where")
+    elif isinstance(selector, selectors._Temporal):
+        found.add("temporal")
+        found.add(selector.kind)
+    return found
+
+
+#: ``refuse(message, code, remedy)``: the backend's typed refusal.
+Refuse = Callable[[str, str, str], Exception]
+
+
+class LiveCondition:
+    """One selector of a rule, decided op by op: static subtrees by the core's live rules
+    (``session.rule``), ``tl.where`` predicates on the concrete value's :class:`RecordContext`.
+    A selector made only of ``tl.module`` terms (a union of them) is decided at the call's exit.
+    ``tl.preceded_by`` is decided at the op (it looks back); ``tl.followed_by`` refuses, since a
+    value cannot be edited or stopped at after later ops have used it."""
+
+    def __init__(self, selector: Any, session: Any, what: str, refuse: Refuse) -> None:
+        kinds = selector_kinds(selector)
+        if "followed_by" in kinds:
+            raise refuse(
+                f"{what} with tl.followed_by would have to act on an op after later ops used its "
+                "value",
+                "followed_by_unsupported",
+                "select the later op, or use tl.preceded_by (it looks back)",
+            )
+        if "temporal" in kinds and "where" in kinds:
+            raise refuse(
+                f"{what} mixes tl.preceded_by with tl.where; the look-back is decided by the core, "
+                "the predicate on the value here",
+                "followed_by_unsupported",
+                "use two rules, or a callable that checks both",
+            )
+        self.at_exit_only = "module" in kinds
+        if self.at_exit_only and kinds - {"module"}:
+            raise refuse(
+                f"{what} mixes tl.module(...) with another selector kind; a module term is decided "
+                "at the call's exit, the others at the op",
+                "mixed_module_selector",
+                "use tl.module terms alone (a union of them works), or tl.in_module(...) with the others",
+            )
+        self.selector = selector
+        self.session = session
+        self._rules: Dict[int, Any] = {}
+        self._compile(selector)
+
+    def _compile(self, selector: Any) -> None:
+        from .. import selectors
+
+        if "where" not in selector_kinds(selector):
+            self._rules[id(selector)] = self.session.rule(selector)
+            return
+        if isinstance(selector, selectors._Composite):
+            for part in selector.parts:
+                self._compile(part)
+        elif isinstance(selector, selectors._Not):
+            self._compile(selector.inner)
+
+    def at_op(self, func: str, value_id: int, context: Callable[[], RecordContext]) -> bool:
+        """Whether the selector matches the op that just produced ``value_id``."""
+        return bool(self._decide(self.selector, func, value_id, context))
+
+    def _decide(self, selector: Any, func: str, value_id: int, context: Callable[[], RecordContext]) -> bool:
+        from .. import selectors
+
+        rule = self._rules.get(id(selector))
+        if rule is not None:
+            return bool(rule.at_op(func, value_id))
+        if isinstance(selector, selectors._Where):
+            return bool(selector.predicate(context()))
+        if isinstance(selector, selectors._Not):
+            return not self._decide(selector.inner, func, value_id, context)
+        parts = selector.parts
+        if selector.kind == "and":
+            return all(self._decide(part, func, value_id, context) for part in parts)
+        return any(self._decide(part, func, value_id, context) for part in parts)
+
+    def at_exit(self, value_ids: Sequence[int]) -> List[int]:
+        """The outputs of the call that just exited that the (module-only) selector matches."""
+        return self._rules[id(self.selector)].at_exit(value_ids)
+
+
+class ContextBoundAction(Action):
+    """An action that read the op's :class:`RecordContext` when it fired (a callable taking
+    ``ctx``, ``tl.patch_from``), bound to that context so replay re-applies it exactly."""
+
+    def __init__(self, action: Action, context: RecordContext) -> None:
+        self.action = action
+        self.context = context
+        self.name = action.name
+
+    def describe(self) -> str:
+        return self.action.describe()
+
+    def apply(self, value: Any, backend: Any, context: Optional[RecordContext] = None) -> Any:
+        return self.action.apply(value, backend, self.context)
+
+
+class LiveEdits:
+    """``intervene=`` and ``stop_after=`` on one capture. Create it before the capture starts (it
+    checks every rule), :meth:`attach` it once the modules are declared, then call
+    :meth:`on_output` for each op output and :meth:`on_exit` at each module call's exit."""
+
+    def __init__(
+        self,
+        request: Any,
+        adapter: Any,
+        refuse: Refuse,
+        supported_actions: Optional[Tuple[type, ...]] = None,
+        framework: str = "",
+    ) -> None:
+        self.adapter = adapter
+        self.request = request
+        self.refuse = refuse
+        for rule in request.interventions:
+            if rule.direction == "backward":
+                raise refuse(
+                    "gradient-site interventions (direction='backward') need a captured backward pass",
+                    "gradient_site_intervention_unsupported",
+                    "edit forward values (leave direction unset)",
+                )
+            if supported_actions is not None and not isinstance(rule.action, supported_actions):
+                raise refuse(
+                    f"the {rule.action.describe()} helper has no {framework} implementation",
+                    "edit_action_unsupported",
+                    "use tl.zero_ablate, tl.scale, tl.add, tl.replace_with or a callable",
+                )
+        self.host: Optional[LiveEditHost] = None
+        self.session: Any = None
+        self.rules: List[Tuple[Any, LiveCondition]] = []
+        self.stop: Optional[LiveCondition] = None
+        #: A value-dependent ``save=``, decided on each (edited) value.
+        self.save: Optional[LiveCondition] = None
+        #: Value id → (the actions applied, the value before the first edit): what replay checks.
+        self.fired: Dict[int, Tuple[Tuple[Any, ...], Any]] = {}
+        #: Computed values seen so far (a value's ``step_index`` and patching site).
+        self.steps = 0
+        self._fired_at_exit: set = set()
+        #: Whether any rule is decided at the op (else ``on_output`` is a counter).
+        self._at_op = False
+
+    @staticmethod
+    def wanted(request: Any) -> bool:
+        """Whether a request needs live decisions on values: edit rules, a stop rule, or a
+        value-dependent ``save=``."""
+        return bool(request.interventions) or request.stop_after is not None or request.save.value_dependent
+
+    def attach(self, session: Any, host: LiveEditHost) -> None:
+        """Compiles the rules against the declared modules."""
+        self.session, self.host = session, host
+        for rule in self.request.interventions:
+            self.rules.append((rule, LiveCondition(rule.condition, session, "intervene=", self.refuse)))
+        if self.request.stop_after is not None:
+            self.stop = LiveCondition(self.request.stop_after.selector, session, "stop_after=", self.refuse)
+        if self.request.save.value_dependent:
+            self.save = LiveCondition(self.request.save.selector, session, "save=", self.refuse)
+        conditions = [condition for _, condition in self.rules]
+        conditions += [condition for condition in (self.stop, self.save) if condition is not None]
+        self._at_op = any(not condition.at_exit_only for condition in conditions)
+
+    # ---- at the op -------------------------------------------------------------------------------
+
+    def context(self, func: str, value: Any, output_index: int, step: int) -> Callable[[], RecordContext]:
+        """The :class:`RecordContext` of one op output, built only when a predicate asks."""
+        host = self.host
+        built: List[RecordContext] = []
+
+        def build() -> RecordContext:
+            if not built:
+                with host.quiet():
+                    facts = host.value_facts(value)
+                stack = host.module_stack()
+                built.append(
+                    RecordContext(
+                        kind="compute",
+                        label=f"{func}_{step}",
+                        func_name=func,
+                        step_index=step,
+                        address=stack[-1] if stack else "self",
+                        module_stack=tuple(stack),
+                        output_index=output_index,
+                        value=value,
+                        **facts,
+                    )
+                )
+            return built[0]
+
+        return build
+
+    def on_output(self, func: str, value_id: int, value: Any, output_index: int = 0) -> Any:
+        """An op output, reported to the session already: returns what flows on (the value, or
+        its replacement); raises :class:`StopSignal` at the stop frontier."""
+        self.steps += 1
+        if not self._at_op:
+            return value
+        step = self.steps
+        current = value
+        context = self.context(func, current, output_index, step)
+        for rule, condition in self.rules:
+            if not condition.at_exit_only and condition.at_op(func, value_id, context):
+                current = self._fire(rule, value_id, current, context)
+                # Later rules (and save=) see the edited value.
+                context = self.context(func, current, output_index, step)
+        if self.save is not None:
+            self.session.decide_value(value_id, self.save.at_op(func, value_id, context))
+        stop = self.stop
+        if stop is not None and not stop.at_exit_only and stop.at_op(func, value_id, context):
+            self._stop([value_id])
+        return current
+
+    def on_exit(self, module_id: int, value_ids: Sequence[int], values: Sequence[Any]) -> Dict[int, Any]:
+        """A module call returned (reported to the session already): ``tl.module`` rules fire
+        once here. Returns the replacements by value id."""
+        replaced: Dict[int, Any] = {}
+        by_id = dict(zip(value_ids, values))
+        for index, (rule, condition) in enumerate(self.rules):
+            if not condition.at_exit_only:
+                continue
+            for value_id in condition.at_exit(value_ids):
+                if (index, value_id) in self._fired_at_exit:
+                    continue  # an enclosing call returns the same value: it fired already
+                self._fired_at_exit.add((index, value_id))
+                value = replaced.get(value_id, by_id[value_id])
+                context = self.context("module_output", value, 0, self.steps)
+                replaced[value_id] = self._fire(rule, value_id, value, context)
+        if self.stop is not None and self.stop.at_exit_only:
+            matched = self.stop.at_exit(value_ids)
+            if matched:
+                self._stop(matched)
+        return replaced
+
+    def _fire(self, rule: Any, value_id: int, value: Any, context: Callable[[], RecordContext]) -> Any:
+        host = self.host
+        action = rule.action
+        if getattr(action, "needs_context", False):
+            action = ContextBoundAction(action, context())
+        with host.quiet():
+            new = self.adapter.apply_action(action, value)
+            if not host.is_value(new):
+                raise TypeError(f"{action.describe()} returned {type(new).__name__}, not an array of the model")
+            _shape_kept(action.describe(), value, new)
+            new = host.same_dtype(new, value)
+            if new is value:
+                new = host.copy(value)
+        host.adopt(value_id, new)
+        previous = self.fired.get(value_id)
+        original = previous[1] if previous is not None else value
+        actions = (previous[0] if previous is not None else ()) + (action,)
+        self.fired[value_id] = (actions, original)
+        self.session.edit(value_id, rule.describe(), action.describe(), "post")
+        return new
+
+    def _stop(self, frontier: List[int]) -> None:
+        self.session.mark_stopped("stop_after", frontier)
+        raise StopSignal()
+
+    # ---- after the forward ------------------------------------------------------------------------
+
+    def prepare_runtime(self, runtime: Any, apply: Callable[[Any, Any, Any], Any], output_of: Any) -> None:
+        """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``)."""
+        from .replay import replay_edits
+
+        replay_edits(runtime, self.fired, self.adapter, apply, output_of)
+
+
+def check_patched_sites(trace: Any, edits: LiveEdits) -> None:
+    """After the capture: every op ``tl.patch_from`` patched must carry the label its source
+    op has (sites pair up by their place in the run; a different label means the runs took
+    different paths, and the patch is refused instead of kept)."""
+    from ..edits.actions import PatchFrom
+    from ..errors import PatchError
+
+    by_value = None
+    for value_id, (actions, _) in edits.fired.items():
+        for action in actions:
+            if not isinstance(action, ContextBoundAction) or not isinstance(action.action, PatchFrom):
+                continue
+            if by_value is None:
+                by_value = {op._info.get("value"): op for op in trace.ops if op.kind != "output"}
+            op = by_value.get(value_id)
+            source = action.action.source_op(action.context)
+            if op is None or op.label != source.label:
+                raise PatchError(
+                    f"the op patched from {source.label} is labelled "
+                    f"{op.label if op is not None else 'nothing'} in this run",
+                    "patch_site_missing",
+                    "patch from a trace of the same model with the same control flow",
+                )

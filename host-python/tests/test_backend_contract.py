@@ -74,8 +74,12 @@ TRIGGERS = {
     "backward_ready_unsupported": lambda model, x: tl.trace(
         model, x, capture=CaptureOptions(backward_ready=True)
     ),
+    # Torch takes every CaptureOptions value as inert; JAX implements fewer module modes.
     "option_unsupported": lambda model, x: tl.trace(
-        model, x, capture=CaptureOptions(module_identity_mode="pytree_module")
+        lambda a: a * 2,
+        _jax_array(),
+        backend="jax",
+        capture=CaptureOptions(module_identity_mode="object_module"),
     ),
 }
 

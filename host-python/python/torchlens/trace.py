@@ -166,6 +166,13 @@ class Op:
         return self._trace._payload(slot)
 
     @property
+    def value(self) -> Any:
+        """The op's saved value (``out``): the name a ``tl.where`` predicate reads on a live op's
+        :class:`~torchlens.edits.RecordContext`, so one predicate serves ``save=`` and
+        ``trace.select``."""
+        return self.out
+
+    @property
     def is_edited(self) -> bool:
         """Whether an edit rule (``intervene=``) replaced this op's value during the run."""
         return bool(self._info["edits"])

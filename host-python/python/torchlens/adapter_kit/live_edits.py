@@ -13,10 +13,11 @@ describes a value) and its protocol's ``apply_action``; everything else is here.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..edits.actions import Action, _shape_kept
+from ..edits.actions import Action, CallableAction, _shape_kept
 from ..edits.rules import RecordContext
+from ..errors import UnsupportedError
 
 
 class StopSignal(BaseException):
@@ -97,8 +98,7 @@ class LiveCondition:
         kinds = selector_kinds(selector)
         if "followed_by" in kinds:
             raise refuse(
-                f"{what} with tl.followed_by would have to act on an op after later ops used its "
-                "value",
+                f"{what} with tl.followed_by would have to act on an op after later ops used its value",
                 "followed_by_unsupported",
                 "select the later op, or use tl.preceded_by (it looks back)",
             )
@@ -315,9 +315,17 @@ class LiveEdits:
         with host.quiet():
             new = self.adapter.apply_action(action, value)
             if not host.is_value(new):
-                raise TypeError(f"{action.describe()} returned {type(new).__name__}, not an array of the model")
+                raise TypeError(
+                    f"{action.describe()} returned {type(new).__name__}, not an array of the model"
+                )
             _shape_kept(action.describe(), value, new)
-            new = host.same_dtype(new, value)
+            if isinstance(rule.action, CallableAction) and new.dtype != value.dtype:
+                raise UnsupportedError(
+                    f"{action.describe()} returned {new.dtype}, the value is {value.dtype}",
+                    "edit_dtype_changed",
+                    "return a value of the same dtype (cast it with the framework's .to/.astype)",
+                )
+            new = host.same_dtype(new, value)  # the built-in actions keep the dtype by definition
             if new is value:
                 new = host.copy(value)
         host.adopt(value_id, new)

@@ -51,8 +51,10 @@ def substitute(structure: Any, replaced: Dict[int, Any]) -> Any:
         return type(structure)((key, substitute(item, replaced)) for key, item in structure.items())
     if isinstance(structure, (tuple, list)):
         items = [substitute(item, replaced) for item in structure]
-        if isinstance(structure, tuple) and hasattr(structure, "_fields") and not hasattr(
-            structure, "n_sequence_fields"
+        if (
+            isinstance(structure, tuple)
+            and hasattr(structure, "_fields")
+            and not hasattr(structure, "n_sequence_fields")
         ):
             return type(structure)(*items)  # a named tuple takes its fields as arguments
         return type(structure)(items)

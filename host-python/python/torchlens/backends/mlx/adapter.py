@@ -33,7 +33,6 @@ class MlxRuntime(ReplayRuntime):
     tree: Any = None
     input_ids: Any = None
     mode: str = "function_root"
-    edits: Dict[int, List[Tuple[str, str, Any]]] = field(default_factory=dict)
     #: The capture's structural signature and value ids in order (derived gradients).
     order: List[Any] = field(default_factory=list)
     order_ids: List[int] = field(default_factory=list)
@@ -275,7 +274,12 @@ class MlxAdapter(BackendProtocol):
                 tree=tree,
                 input_ids=input_ids,
                 mode=mode,
-                edits=recorder.edits,
+                # The kit's form (actions, pre-edit value): what validation holds to the trace's
+                # edit records; replay itself re-applies through EditedCall.
+                edits={
+                    value_id: (tuple(action for _, _, action in fired), None)
+                    for value_id, fired in recorder.edits.items()
+                },
                 order=recorder.order,
                 order_ids=recorder.order_ids,
             )

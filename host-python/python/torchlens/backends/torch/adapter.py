@@ -8,10 +8,9 @@ import torch
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
 from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.errors import PayloadModifiedError
-
-from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
 
 from .actions import apply_natively
 from .capture import Capture, _RecordingMode, flatten

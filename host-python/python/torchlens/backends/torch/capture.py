@@ -16,7 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from torchlens.adapter_kit import CaptureSession, Patches
-from torchlens.adapter_kit.live_edits import LiveEdits, LiveEditHost
+from torchlens.adapter_kit.live_edits import LiveEditHost, LiveEdits
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
@@ -390,4 +390,3 @@ class Capture(LiveEditHost):
                 target.copy_(replaced[id(target)])
             return out
         return substitute(out, replaced)
-

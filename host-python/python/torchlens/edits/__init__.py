@@ -2,8 +2,9 @@
 actions (``tl.zero_ablate``, ``tl.scale``, ``tl.add``, ``tl.clamp``, ``tl.mean_ablate``,
 ``tl.replace_with``, ``tl.patch_from`` and plain callables), the context a predicate sees
 (:class:`RecordContext`), the record of an edit that fired (:class:`FireRecord`) and the stop
-rule of ``stop_after=``. They are framework-neutral data; each backend applies an action through its one apply hook
-(``BackendProtocol.apply_action``) and reports what fired to the core."""
+rule of ``stop_after=``. They are framework-neutral data; each backend applies an action
+through its one apply hook (``BackendProtocol.apply_action``) and reports what fired to the
+core. ``trace.fork()`` (:mod:`.fork`) edits a finished trace."""
 
 from .actions import (
     Action,

@@ -19,7 +19,8 @@ const fn refusal(code: &'static str, owner: &'static str, meaning: &'static str)
     }
 }
 
-/// Every refusal code, sorted by owner then code.
+/// Every refusal code, with its owner: the backend that raises it (`preview`: the preview
+/// backends that lack the capability; `registry`: routing and the gate).
 pub const REFUSAL_CODES: &[RefusalCode] = &[
     refusal(
         "backend_ambiguous",

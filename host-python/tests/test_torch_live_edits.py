@@ -377,3 +377,11 @@ def test_torch_accepts_options_it_does_not_use():
         module_identity_mode="function_root", payload_policy="array_payloads", jax_control_flow="region"
     )
     assert len(tl.trace(model, x, capture=options)) == len(tl.trace(model, x))
+
+
+def test_a_look_back_rule_fires_on_the_op_it_selects():
+    model, x, _ = BATTERY["mlp"]
+    rule = tl.when(tl.preceded_by(tl.func("relu"), tl.func("linear")), tl.zero_ablate())
+    trace = tl.trace(model, x, intervene=rule)
+    assert [op.label for op in trace.ops if op.is_edited] == ["relu_1_3"]
+    assert torch.equal(trace["relu_1_3"].out, torch.zeros(2, 8))

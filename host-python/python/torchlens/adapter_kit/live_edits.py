@@ -94,8 +94,16 @@ class LiveCondition:
     ``tl.preceded_by`` is decided at the op (it looks back); ``tl.followed_by`` refuses, since a
     value cannot be edited or stopped at after later ops have used it."""
 
-    def __init__(self, selector: Any, session: Any, what: str, refuse: Refuse) -> None:
+    def __init__(
+        self, selector: Any, session: Any, what: str, refuse: Refuse, look_back: bool = True
+    ) -> None:
         kinds = selector_kinds(selector)
+        if "preceded_by" in kinds and not look_back:
+            raise refuse(
+                f"{what} with tl.preceded_by needs a look-back window this backend does not keep",
+                "followed_by_unsupported",
+                "select the op itself (tl.func, tl.label, tl.module)",
+            )
         if "followed_by" in kinds:
             raise refuse(
                 f"{what} with tl.followed_by would have to act on an op after later ops used its value",
@@ -226,12 +234,18 @@ class LiveEdits:
     def attach(self, session: Any, host: LiveEditHost) -> None:
         """Compiles the rules against the declared modules."""
         self.session, self.host = session, host
+        # Look-back terms need the backend's temporal selectors (the gate checks them for save=).
+        look_back = bool(self.request.spec.capabilities.get("temporal_selectors", False))
+
+        def condition(selector: Any, what: str) -> LiveCondition:
+            return LiveCondition(selector, session, what, self.refuse, look_back)
+
         for rule in self.request.interventions:
-            self.rules.append((rule, LiveCondition(rule.condition, session, "intervene=", self.refuse)))
+            self.rules.append((rule, condition(rule.condition, "intervene=")))
         if self.request.stop_after is not None:
-            self.stop = LiveCondition(self.request.stop_after.selector, session, "stop_after=", self.refuse)
+            self.stop = condition(self.request.stop_after.selector, "stop_after=")
         if self.request.save.value_dependent:
-            self.save = LiveCondition(self.request.save.selector, session, "save=", self.refuse)
+            self.save = condition(self.request.save.selector, "save=")
         conditions = [condition for _, condition in self.rules]
         conditions += [condition for condition in (self.stop, self.save) if condition is not None]
         self._at_op = any(not condition.at_exit_only for condition in conditions)

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep
 
 setup:
 	./scripts/setup-rust.sh
@@ -122,3 +122,8 @@ bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-
 benchmark-cli: python-package
 	cargo build --release -p torchlens-cli
 	$(PYTHON) benchmarks/tlspec_cli.py --tlspec target/release/tlspec
+
+## sweep: replay validation over every torchvision classification model (not part of `test`;
+## five representative models run in test-python): outputs equal the model's, no false failure.
+sweep: python-package
+	$(PYTHON) benchmarks/validation_sweep.py

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from docs_tutorial import run_markdown
+
+pytestmark = pytest.mark.torch
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 

@@ -114,12 +114,15 @@ def _one_op_trace(call, parent: numpy.ndarray):
         return session.finish(adapter, runtime=ReplayRuntime(records, lambda: [call(parent)]))
 
 
-def test_an_edge_no_perturbation_can_show_fails_validation():
-    # The op claims to read x but does not: every perturbation of x leaves it unchanged.
+def test_an_edge_no_perturbation_can_show_is_unverified_not_failed():
+    # The op claims to read x but does not: every perturbation of x leaves it unchanged. It
+    # replays exactly, so nothing is shown wrong either (a zero weight hides its input the
+    # same way): unverified, naming the op.
     trace = _one_op_trace(lambda x: numpy.tanh(numpy.ones(3)), numpy.arange(3.0))
     status = trace.validation_replay_status
-    assert (status.state, status.reason) == ("failed", "parent_perturbation_inert")
-    assert trace.validate_forward_pass() is False
+    assert (status.state, status.reason) == ("unverified", "perturbation_inconclusive")
+    assert status.unverified_ops == [(trace.ops[1].label, "perturbation_inconclusive")]
+    assert status.replayed == 1 and status.perturbation_proven == 0
 
 
 def test_an_op_whose_arguments_cannot_be_perturbed_is_unverified_not_passed():

@@ -11,6 +11,8 @@ import torch.nn as nn
 import torchlens as tl
 from torchlens.errors import BackendUnsupportedError, PatchError, UnsupportedError
 
+pytestmark = pytest.mark.torch
+
 
 class Residual(nn.Module):
     def __init__(self) -> None:

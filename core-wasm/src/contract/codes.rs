@@ -268,10 +268,18 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
         "payload_not_saved",
         "the op's or a parent's value was not saved",
     ),
+    reason(
+        "perturbation_inconclusive",
+        "the op replays exactly, but no perturbation of its parents moved it",
+    ),
     reason("replay_failed", "re-running the op raised"),
     reason(
         "replay_matched",
         "the op, re-run from its parents' saved values, matched",
+    ),
+    reason(
+        "value_independent_replay",
+        "the op's output ignores its inputs' values: replayed, not perturbed",
     ),
     reason(
         "replay_mismatch",

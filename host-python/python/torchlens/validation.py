@@ -10,7 +10,9 @@ FINAL_STATES = ("passed", "failed")
 class ValidationStatus:
     """The outcome of replay validation. ``bool()`` is True for passed, False for failed, and
     raises ``TypeError`` for the non-final states (``unverified``, ``unavailable``,
-    ``available``): branch on ``.state`` or ``.passed`` there."""
+    ``available``): branch on ``.state`` or ``.passed`` there. ``replayed`` counts the ops
+    re-run, of which ``perturbation_proven`` were shown to depend on their parents and
+    ``value_independent`` need not; ``unverified_ops`` names the ops it could not prove."""
 
     def __init__(self, status: dict, decisions: List[Tuple[int, str, str]], labels: List[str]) -> None:
         self.state: str = status["state"]
@@ -22,6 +24,22 @@ class ValidationStatus:
         self.first_failed_op: Optional[str] = labels[first] if first is not None else None
         #: Per-op decisions: ``(label, outcome, reason)``.
         self.decisions = [(labels[op], outcome, reason) for op, outcome, reason in decisions]
+        #: Ops proven by replay and a perturbation that moved them.
+        self.perturbation_proven: int = sum(
+            1 for _, outcome, reason in decisions if outcome == "passed" and reason == "replay_matched"
+        )
+        #: Ops whose output ignores input values, checked by replay alone.
+        self.value_independent: int = sum(
+            1 for _, _, reason in decisions if reason == "value_independent_replay"
+        )
+        #: ``(label, reason)`` of every op validation could not prove (the status is then
+        #: ``unverified`` unless something failed).
+        self.unverified_ops: List[Tuple[str, str]] = [
+            (labels[op], reason) for op, outcome, reason in decisions if outcome == "not_replayable"
+        ]
+        self.unverified: int = len(self.unverified_ops)
+        # Ops that replayed exactly but no perturbation moved were re-run too.
+        self.replayed += sum(1 for _, _, reason in decisions if reason == "perturbation_inconclusive")
 
     @property
     def passed(self) -> bool:

@@ -97,9 +97,8 @@ def main() -> None:
     ops = sum(result["ops"] for result in traced)
     seconds = sum(result["validation_seconds"] for result in traced)
     print()
-    print(
-        f"models: {len(results)}, traced: {len(traced)}, outputs equal: {sum(r['output_equal'] for r in traced)}"
-    )
+    equal = sum(result["output_equal"] for result in traced)
+    print(f"models: {len(results)}, traced: {len(traced)}, outputs equal: {equal}")
     print("states: " + ", ".join(f"{state} {count}" for state, count in sorted(states.items())))
     print(
         "unverified reasons: "

@@ -82,8 +82,11 @@ def _torch_case(name):
         return "torch", model, x, "features.1.0"
     if name == "vit_head":
         model, x = _model("vit_b_32", 224)
-        return "torch", model, x, "heads.head"
-    model = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+        # The classifier and the final norm before it (the head alone has no same-shaped twin).
+        return "torch", model, x, ("encoder.ln", "heads")
+    model = torch.nn.Sequential(
+        torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3)
+    )
     return "torch", model, torch.randn(2, 5), None
 
 
@@ -104,22 +107,36 @@ def _values(trace):
     return runtime.values if runtime.values is not None else trace._payloads
 
 
-def _targets(trace, module):
-    """Two computed ops with the same shape and dtype whose values differ, inside ``module``
-    when given (a rewired parent and a swapped payload then still replay to a value)."""
-    ops = [
+def _inside(trace, module):
+    """Computed, saved ops inside ``module`` (every computed op when None)."""
+    return [
         op
         for op in trace.ops
         if op.kind == "compute"
         and op.saved
-        and (module is None or any(m.startswith(module) for m in op.module_stack))
+        and (module is None or any(call.split(":")[0].startswith(module) for call in op.module_stack))
     ]
-    for first in ops:
-        for second in ops:
-            if first.index < second.index and first.shape == second.shape and first.dtype == second.dtype:
-                if not _equal(first.out, second.out):
-                    return first, second
-    raise AssertionError("no two same-shaped ops to tamper with")
+
+
+def _twin(trace, op, reader):
+    """Another computed op with ``op``'s shape and dtype but other values (not ``reader``)."""
+    for other in trace.ops:
+        if other.kind == "compute" and other.saved and other.index not in (op.index, reader.index):
+            if other.shape == op.shape and other.dtype == op.dtype and not _equal(other.out, op.out):
+                return other
+    raise AssertionError(f"no op shaped like {op.label}")
+
+
+def _read_parent(trace, module):
+    """An op inside ``module`` and a computed parent of it that has a twin elsewhere."""
+    for reader in _inside(trace, module):
+        for parent in reader.parents:
+            if parent.kind == "compute" and parent.saved:
+                try:
+                    return reader, parent, _twin(trace, parent, reader)
+                except AssertionError:
+                    continue
+    raise AssertionError("no op to rewire")
 
 
 def _equal(left, right):
@@ -140,7 +157,7 @@ CASES = [
 def test_a_changed_saved_value_fails(case):
     backend, model, x, module = _case(case)
     trace = tl.trace(model, x, backend=backend)
-    _first, target = _targets(trace, module)
+    target = _inside(trace, module)[-1]
     value_id = target._info["value"]
     values = _values(trace)
     values[value_id] = values[value_id] * 1.5 + 1.0  # a new object: the version guard cannot see it
@@ -152,11 +169,8 @@ def test_a_changed_saved_value_fails(case):
 def test_a_parent_edge_rewired_to_another_op_fails(case):
     backend, model, x, module = _case(case)
     trace = tl.trace(model, x, backend=backend)
-    first, second = _targets(trace, module)
-    # Some op that reads `second` now claims to read `first` instead (same shape and dtype).
-    reader = next(
-        op for op in trace.ops if op.kind == "compute" and second.label in [p.label for p in op.parents]
-    )
+    # An op that reads `second` now claims to read `first` instead (same shape and dtype).
+    reader, second, first = _read_parent(trace, module)
     record = trace._runtime.records[reader._info["value"]]
     wanted = second._info["value"]
 
@@ -179,7 +193,7 @@ def test_a_stale_label_mapping_fails(case):
     # Two ops' values swapped: each label now names the other op's value.
     backend, model, x, module = _case(case)
     trace = tl.trace(model, x, backend=backend)
-    first, second = _targets(trace, module)
+    _reader, first, second = _read_parent(trace, module)
     values = _values(trace)
     a, b = first._info["value"], second._info["value"]
     values[a], values[b] = values[b], values[a]
@@ -191,7 +205,7 @@ def test_a_stale_label_mapping_fails(case):
 def test_a_forged_edit_declaration_fails(case):
     backend, model, x, module = _case(case)
     trace = tl.trace(model, x, backend=backend)
-    _first, target = _targets(trace, module)
+    target = _inside(trace, module)[-1]
     trace._runtime.edits[target._info["value"]] = ((tl.zero_ablate(),), target.out)
     status = trace.validation_replay_status
     assert status.state == "failed" and status.first_failed_op == target.label

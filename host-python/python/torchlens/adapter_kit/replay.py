@@ -158,25 +158,28 @@ def fill(template: Any, lookup: Callable[[ValueRef], Any]) -> Any:
     return template
 
 
-def moved(adapter: Any, changed: Any, expected: Any, dtype: str) -> bool:
-    """Whether a perturbed replay's result differs from the recorded one by more than rounding,
-    measured against the result's own scale (an output of magnitude 1e-6 that moves by 1e-7
-    has moved; a fixed absolute tolerance would call it unchanged)."""
+def differ(adapter: Any, left: Any, right: Any, dtype: str) -> Optional[bool]:
+    """Whether two framework values differ by more than rounding (None when the adapter cannot
+    give host views of both). Integers and booleans must be equal; floating values may differ
+    by the dtype's tolerance relative to each element and to ``right``'s own scale (its
+    largest magnitude): an output of magnitude 1e-6 that moves by 1e-7 differs, where a fixed
+    absolute tolerance would call it unchanged."""
     import numpy
 
     try:
-        a, b = adapter.to_numpy(changed), adapter.to_numpy(expected)
+        a, b = adapter.to_numpy(left), adapter.to_numpy(right)
     except Exception:
-        return False
+        return None
     if a.shape != b.shape or a.dtype != b.dtype:
         return True
     tolerance = TOLERANCE.get(dtype)
     if tolerance is None:
         return not bool(numpy.array_equal(a, b))
-    a, b = (
-        a.astype(numpy.complex128 if a.dtype.kind == "c" else numpy.float64),
-        b.astype(numpy.complex128 if b.dtype.kind == "c" else numpy.float64),
-    )
+    if numpy.array_equal(a, b, equal_nan=True):
+        return False
+    left_dtype = a.dtype
+    wide = numpy.complex128 if a.dtype.kind == "c" else numpy.float64
+    a, b = a.astype(wide), b.astype(wide)
     if bool((numpy.isnan(a) != numpy.isnan(b)).any()):
         return True
     finite = numpy.isfinite(a) & numpy.isfinite(b)
@@ -184,30 +187,30 @@ def moved(adapter: Any, changed: Any, expected: Any, dtype: str) -> bool:
         return True
     if not finite.any():
         return False
-    scale = float(numpy.abs(b[finite]).max()) or float(numpy.finfo(numpy.float64).tiny)
+    # The scale never drops below the dtype's epsilon: an all-zero result tolerates rounding too.
+    scale = max(float(numpy.abs(b[finite]).max()), float(numpy.finfo(_real_dtype(left_dtype)).eps))
     difference = numpy.abs(a[finite] - b[finite])
     return bool((difference > tolerance * (numpy.abs(b[finite]) + scale)).any())
 
 
-def values_match(adapter: Any, left: Any, right: Any, dtype: str) -> bool:
-    """Whether two framework values are equal, or for floating point equal within the rounding
-    tolerance of ``dtype`` (a neutral dtype name), compared on the adapter's host views."""
+def _real_dtype(dtype: Any) -> Any:
+    """The real floating dtype of a host array's dtype (complex64 → float32; bfloat16 and
+    float8 host views are float32 already)."""
     import numpy
 
-    try:
-        a, b = adapter.to_numpy(left), adapter.to_numpy(right)
-    except Exception:
-        return False
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    tolerance = TOLERANCE.get(dtype)
-    if tolerance is None:
-        return bool(numpy.array_equal(a, b))
-    if a.dtype.kind not in "fc":
-        a, b = a.astype(numpy.float64), b.astype(numpy.float64)
-    if numpy.array_equal(a, b, equal_nan=True):
-        return True
-    return bool(numpy.allclose(a, b, rtol=tolerance, atol=tolerance, equal_nan=True))
+    if dtype.kind == "c":
+        return numpy.float32 if dtype.itemsize == 8 else numpy.float64
+    return dtype if dtype.kind == "f" else numpy.float64
+
+
+def values_match(adapter: Any, left: Any, right: Any, dtype: str) -> bool:
+    """Whether two framework values are equal within rounding (see :func:`differ`)."""
+    return differ(adapter, left, right, dtype) is False
+
+
+def moved(adapter: Any, changed: Any, expected: Any, dtype: str) -> bool:
+    """Whether a perturbed replay's result moved away from the recorded one (see :func:`differ`)."""
+    return differ(adapter, changed, expected, dtype) is True
 
 
 class _Replayer:

@@ -33,11 +33,12 @@ SPEC = BackendSpec(
     requirement=FrameworkRequirement("torch", "2.0", "3.0", "2.15.0", "torch"),
     array_modules=("torch",),
     # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, source_lines=True),
+    capabilities=package_capabilities(save_selected=True, source_lines=True, sparse_recording=True),
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.torch.adapter:TorchAdapter.capture"),
         "source_lines": implemented_by("torchlens.backends.torch.adapter:TorchAdapter.capture"),
+        "sparse_recording": implemented_by("torchlens.backends.torch.recording:record"),
     },
     option_values={
         # Torch modules always use object_module attribution; the JAX options are inert here.

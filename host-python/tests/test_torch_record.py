@@ -7,6 +7,7 @@ no longer follows is dropped for a full trace, never served."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -129,7 +130,9 @@ def assert_matches_trace(recording, model, x, selector):
     torch.testing.assert_close(recording.output, model(x), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name, choose", CASES, ids=[f"{case[0]}-{index}" for index, case in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "name, choose", CASES, ids=[f"{case[0]}-{index}" for index, case in enumerate(CASES)]
+)
 def test_repeat_calls_take_the_traced_values_without_a_trace(name, choose, sessions):
     model, shape = _models()[name]
     inputs = [torch.randn(shape) for _ in range(3)]
@@ -319,3 +322,11 @@ def test_a_forward_that_raises_leaves_nothing_installed(sessions):
         tl.record(model, x, save=tl.in_module("fc") | tl.func("relu"))
     nothing_installed(model, x)
     assert not model.fc._forward_hooks and not model.fc._forward_pre_hooks
+
+
+def test_the_docs_example_runs(sessions):
+    from docs_tutorial import run_tutorial
+
+    namespace, blocks = run_tutorial(os.path.join("..", "python-package.md"))
+    assert blocks >= 1
+    assert namespace["recording"].from_plan and len(sessions) == 1

@@ -17,7 +17,9 @@ class ActivationRecord:
 
     __slots__ = ("label", "func_name", "module", "shape", "dtype", "out")
 
-    def __init__(self, label: str, func_name: str, module: str, shape: Sequence[int], dtype: str, out: Any) -> None:
+    def __init__(
+        self, label: str, func_name: str, module: str, shape: Sequence[int], dtype: str, out: Any
+    ) -> None:
         self.label = label
         self.func_name = func_name
         self.module = module
@@ -31,7 +33,8 @@ class ActivationRecord:
         return self.out
 
     def __repr__(self) -> str:
-        return f"<ActivationRecord {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>"
+        shape = list(self.shape)
+        return f"<ActivationRecord {self.label} {self.func_name} {shape} {self.dtype} in {self.module}>"
 
 
 class Recording:
@@ -93,7 +96,9 @@ class Recording:
             for record in self.records
         ]
         widths = [max(len(row[column]) for row in rows) for column in range(5)]
-        return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+        return "\n".join(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+        )
 
     def __repr__(self) -> str:
         how = "plan" if self.from_plan else "trace"

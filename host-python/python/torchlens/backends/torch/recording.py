@@ -45,7 +45,7 @@ PLANS_PER_MODEL = 8
 MISMATCHES_BEFORE_TRACING = 2
 
 #: Model → {signature: _Plan}; weak, so a model that goes away takes its plans with it.
-_PLANS: "weakref.WeakKeyDictionary[Any, OrderedDict]" = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary[Any, OrderedDict] = weakref.WeakKeyDictionary()
 
 
 def record(model: Any, args: tuple, kwargs: dict, selector: Any) -> Recording:
@@ -230,7 +230,9 @@ def _record_by_trace(model: Any, args: tuple, kwargs: dict, selector: Any) -> Tu
             handle.remove()
     ops = trace.ops
     matched = [ops[index] for index in trace._native.select(selector.arena(), [])]
-    records = [ActivationRecord(op.label, op.func_name, op.module, op.shape, op.dtype, op.out) for op in matched]
+    records = [
+        ActivationRecord(op.label, op.func_name, op.module, op.shape, op.dtype, op.out) for op in matched
+    ]
     return Recording(records, outputs[-1], "torch", from_plan=False), trace
 
 
@@ -267,7 +269,10 @@ def _plan_from_trace(model: Any, trace: Any, selector: Any, mismatches: int) -> 
             totals[scope] = ordinals[op.index] + 1
             if op.in_place:
                 last_in_place = op.index
-    targets = [_Target(index, ordinals.get(op.index, -1), op, op.index < last_in_place) for index, op in enumerate(matched)]
+    targets = [
+        _Target(index, ordinals.get(op.index, -1), op, op.index < last_in_place)
+        for index, op in enumerate(matched)
+    ]
     plan = _Plan(None, targets, mismatches)
     if mismatches >= MISMATCHES_BEFORE_TRACING or any(op.kind not in _OP_KINDS for op in matched):
         return plan
@@ -429,7 +434,11 @@ class _PlannedRun:
 
     def take(self, target: _Target, func: Any, value: Any) -> None:
         """The op at a planned position: kept when it is the op the trace saw there."""
-        if func_name(func) != target.func_name or value.shape != target.shape or name_of(value.dtype) != target.dtype:
+        if (
+            func_name(func) != target.func_name
+            or value.shape != target.shape
+            or name_of(value.dtype) != target.dtype
+        ):
             self.failed = True
             return
         kept = value.detach()

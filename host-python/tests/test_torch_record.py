@@ -197,6 +197,39 @@ def test_train_mode_another_model_or_another_selector_never_reuse_a_plan(session
     assert len(sessions) == 1 and not narrower.from_plan
 
 
+def _attention_model(name):
+    torch.manual_seed(0)
+    if name == "block":
+        return TransformerBlock().eval()
+    return nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+
+
+@pytest.mark.parametrize(
+    "name, selector",
+    [
+        ("block", tl.func("layer_norm") | tl.func("gelu")),
+        ("block", tl.module("attention")),
+        ("block", tl.in_module("mlp")),
+        ("encoder_layer", tl.in_module("linear1") | tl.func("layer_norm")),
+        ("encoder_layer", tl.module("self_attn")),
+    ],
+)
+def test_attention_without_autograd_records_what_the_trace_computes(name, selector, sessions):
+    """Under no_grad a plain forward may take torch's fused attention path (which skips the
+    encoder layer's submodules), a trace (a function mode) never does: the plan holds and the
+    recorded values are the trace's, bit for bit."""
+    model, x = _attention_model(name), torch.randn(2, 5, 16)
+    with torch.no_grad():
+        tl.record(model, x, save=selector)
+        recording = tl.record(model, x, save=selector)
+        assert recording.from_plan and len(sessions) == 1
+        trace = tl.trace(model, x, save=selector)
+    assert recording.labels == [op.label for op in trace.select(selector)]
+    for record in recording:
+        assert torch.equal(record.out, trace[record.label].out), record.label
+    assert torch.backends.mha.get_fastpath_enabled()
+
+
 class Branchy(nn.Module):
     """Which function runs depends on the input's values: the same shapes, another op."""
 
@@ -330,3 +363,17 @@ def test_the_docs_example_runs(sessions):
     namespace, blocks = run_tutorial(os.path.join("..", "python-package.md"))
     assert blocks >= 1
     assert namespace["recording"].from_plan and len(sessions) == 1
+
+
+def test_ops_in_the_models_own_hooks_count_where_the_trace_counts_them(sessions):
+    torch.manual_seed(0)
+    model, x = Mlp().eval(), torch.randn(2, 8)
+    # The trace puts a pre-hook's ops inside the call and a forward hook's ops after it.
+    model.fc1.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+    model.fc1.register_forward_hook(lambda module, args, output: output + 1)
+    selector = tl.in_module("fc1") | tl.func("relu") | tl.func("add")
+    tl.record(model, x, save=selector)
+    recording = tl.record(model, x, save=selector)
+    assert recording.from_plan and len(sessions) == 1
+    assert [record.func_name for record in recording] == ["mul", "linear", "add", "relu"]
+    assert_matches_trace(recording, model, x, selector)

@@ -212,7 +212,7 @@ class _Plan:
             for target in self.targets
         ]
         if not records:
-            warn_matched_nothing(selector, stacklevel=4)
+            warn_matched_nothing(selector, stacklevel=6)
         return Recording(records, output, "torch", from_plan=True)
 
 
@@ -325,6 +325,9 @@ class _Frame:
 
 _UNPLANNED = _Frame(None)
 
+#: The switch of the attention fast path (torch 2.1 and later; earlier ones have no switch).
+_FAST_PATH = getattr(torch.backends, "mha", None)
+
 
 class _PlannedRun:
     """One forward under a plan. A pre-hook on each planned module counts its calls; a planned
@@ -349,12 +352,20 @@ class _PlannedRun:
 
     def forward(self, model: Any, args: tuple, kwargs: dict) -> Any:
         handles = []
+        # A trace runs the whole forward under a function mode, which turns off the fused fast
+        # path of MultiheadAttention and the Transformer layers; this run must compute what the
+        # trace computed, so the fast path is off while it runs (a process-wide switch).
+        fast_path = _FAST_PATH is not None and _FAST_PATH.get_fastpath_enabled()
+        if fast_path:
+            _FAST_PATH.set_fastpath_enabled(False)
         try:
             root_is_module = isinstance(model, torch.nn.Module)
             for module in self.calls:
                 if module is not model or root_is_module:
-                    handles.append(module.register_forward_pre_hook(self.pre_hook))
-                    handles.append(module.register_forward_hook(self.post_hook))
+                    # First among the module's hooks, as the trace's global hooks are: ops in
+                    # the user's own pre-hooks count as the call's, those in forward hooks do not.
+                    handles.append(module.register_forward_pre_hook(self.pre_hook, prepend=True))
+                    handles.append(module.register_forward_hook(self.post_hook, prepend=True))
             if not root_is_module and model in self.calls:
                 # A plain callable's own ops: the region spans the whole call.
                 self.pre_hook(model, args)
@@ -363,6 +374,8 @@ class _PlannedRun:
             else:
                 output = model(*args, **kwargs)
         finally:
+            if fast_path:
+                _FAST_PATH.set_fastpath_enabled(True)
             for handle in handles:
                 handle.remove()
             if self.outer is not None:

@@ -64,17 +64,12 @@ def record(model: Any, args: tuple, kwargs: dict, selector: Any) -> Recording:
             mismatches = plan.mismatches + 1
         else:
             mismatches = plan.mismatches
-    recording, trace = _record_by_trace(model, args, kwargs, selector)
+    recording, ops, matched = _record_by_trace(model, args, kwargs, selector)
     if plans is not None:
-        plans[key] = _plan_from_trace(model, trace, selector, mismatches)
+        plans[key] = _plan_from_trace(model, ops, matched, mismatches)
         while len(plans) > PLANS_PER_MODEL:
             plans.popitem(last=False)
     return recording
-
-
-def forget_plans(model: Any) -> None:
-    """Drops every plan learned for ``model`` (the next call traces again)."""
-    _PLANS.pop(model, None)
 
 
 def _plans_of(model: Any) -> Optional[OrderedDict]:
@@ -216,9 +211,11 @@ class _Plan:
         return Recording(records, output, "torch", from_plan=True)
 
 
-def _record_by_trace(model: Any, args: tuple, kwargs: dict, selector: Any) -> Tuple[Recording, Any]:
-    """One full ``tl.trace`` with ``save=selector``: the recording of its selected values, and
-    the trace (a plan is learned from it)."""
+def _record_by_trace(
+    model: Any, args: tuple, kwargs: dict, selector: Any
+) -> Tuple[Recording, List[Any], List[Any]]:
+    """One full ``tl.trace`` with ``save=selector``: the recording of its selected values, the
+    trace's ops and the selected ones (a plan is learned from them)."""
     from torchlens.api import trace as full_trace
 
     outputs: List[Any] = []
@@ -233,7 +230,7 @@ def _record_by_trace(model: Any, args: tuple, kwargs: dict, selector: Any) -> Tu
     records = [
         ActivationRecord(op.label, op.func_name, op.module, op.shape, op.dtype, op.out) for op in matched
     ]
-    return Recording(records, outputs[-1], "torch", from_plan=False), trace
+    return Recording(records, outputs[-1], "torch", from_plan=False), ops, matched
 
 
 def _output_catcher(model: Any, outputs: List[Any]) -> Tuple[Any, Any]:
@@ -252,13 +249,12 @@ def _output_catcher(model: Any, outputs: List[Any]) -> Tuple[Any, Any]:
     return catching, None
 
 
-def _plan_from_trace(model: Any, trace: Any, selector: Any, mismatches: int) -> _Plan:
-    """Where each selected op is: innermost call (module and call number) and ordinal within it.
-    Always traced when some selected op is not a computed value (an input or output node, a
-    constant, a buffer) or ran in a module the model does not hold (one built in the forward),
-    or when plans for this signature failed too often."""
-    ops = trace.ops
-    matched = [ops[index] for index in trace._native.select(selector.arena(), [])]
+def _plan_from_trace(model: Any, ops: List[Any], matched: List[Any], mismatches: int) -> _Plan:
+    """Where each selected op (``matched``, among the trace's ``ops``) is: innermost call
+    (module and call number) and ordinal within it. Always traced when some selected op is not
+    a computed value (an input or output node, a constant, a buffer) or ran in a module the
+    model does not hold (one built in the forward), or when plans for this signature failed too
+    often."""
     ordinals: Dict[int, int] = {}
     totals: Dict[str, int] = {}
     last_in_place = -1

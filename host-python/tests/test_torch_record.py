@@ -196,6 +196,14 @@ def test_train_mode_another_model_or_another_selector_never_reuse_a_plan(session
     narrower = tl.record(model, x, save=tl.module("bn2"))
     assert len(sessions) == 1 and not narrower.from_plan
 
+    # A submodule swapped for another one (here wider, so later shapes change too).
+    model.head = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 10)).eval()
+    selector = tl.func("linear")
+    sessions.clear()
+    swapped = tl.record(model, x, save=selector)
+    assert len(sessions) == 1 and not swapped.from_plan
+    assert_matches_trace(tl.record(model, x, save=selector), model, x, selector)
+
 
 def _attention_model(name):
     torch.manual_seed(0)

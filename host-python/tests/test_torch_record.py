@@ -99,6 +99,8 @@ CASES = [
     ("residual", lambda trace: tl.module("block1")),
     ("residual", lambda trace: tl.in_module("block2")),
     ("residual", lambda trace: tl.in_module("self")),
+    # The root's own op, and a planned call inside an unplanned one inside the root's call.
+    ("residual", lambda trace: tl.func("mean") | tl.in_module("block2.1")),
     ("residual", lambda trace: tl.label(_computed(trace)[-2])),
     ("attention", lambda trace: tl.module("attention")),
     ("attention", lambda trace: tl.func("layer_norm") | tl.func("gelu")),

@@ -1,9 +1,9 @@
 """One forward under a ``tl.record`` plan: the model runs as it is, with a pre-hook and a forward
-hook on the planned modules only. A planned call opens a region: a function mode that counts the
-call's own ops and takes the planned ones, and global module hooks that give every call inside
-the region a frame of its own, so ops of nested calls count for those. The region closes when
-the call that opened it returns; outside it nothing of TorchLens runs. Hooks act only on the
-thread that records."""
+hook on the planned modules only. A planned call opens a region: global module hooks give every
+call inside it a frame of its own, and a function mode, pushed only while the innermost open
+call is a planned one, counts that call's own ops and takes the planned ones. The region closes
+when the call that opened it returns; outside it nothing of TorchLens runs. Hooks act only on
+the thread that records."""
 
 from __future__ import annotations
 
@@ -84,6 +84,9 @@ class _PlannedRun:
         self.outer: Any = None
         self.outer_nesting = 0
         self.nested_hooks: Tuple[Any, ...] = ()
+        #: Whether the mode is pushed: only while the innermost open call is a planned one, so
+        #: the ops of unplanned calls inside the region run without it.
+        self.counting = False
 
     def forward(self, model: Any, args: tuple, kwargs: dict) -> Any:
         handles = []
@@ -145,6 +148,7 @@ class _PlannedRun:
             if plan is not None:
                 # The global pre-hook (it runs first) opened this call's frame.
                 self.frames[-1] = _Frame(plan)
+                self.count_ops(True)
         elif plan is not None:
             self.open(module, plan)
 
@@ -159,11 +163,13 @@ class _PlannedRun:
     def nested_pre_hook(self, module: Any, args: Any) -> None:
         if threading.get_ident() == self.owner:
             self.frames.append(_UNPLANNED)
+            self.count_ops(False)
 
     def nested_post_hook(self, module: Any, args: Any, output: Any) -> None:
         # The outer call's own frame (the first) is closed by its module's forward hook.
         if threading.get_ident() == self.owner and len(self.frames) > 1:
             self.finish(self.frames.pop())
+            self.count_ops(self.frames[-1].plan is not None)
 
     # ---- the region ------------------------------------------------------------------------------
 
@@ -176,10 +182,20 @@ class _PlannedRun:
             hooks.register_module_forward_pre_hook(self.nested_pre_hook),
             hooks.register_module_forward_hook(self.nested_post_hook),
         )
-        self.mode.__enter__()
+        self.count_ops(True)
+
+    def count_ops(self, counting: bool) -> None:
+        """Pushes or pops the mode (popping and pushing again costs less than passing every op
+        of an unplanned call through Python)."""
+        if counting != self.counting:
+            self.counting = counting
+            if counting:
+                self.mode.__enter__()
+            else:
+                self.mode.__exit__(None, None, None)
 
     def close(self) -> None:
-        self.mode.__exit__(None, None, None)
+        self.count_ops(False)
         for handle in self.nested_hooks:
             handle.remove()
         self.nested_hooks = ()

@@ -28,7 +28,7 @@ def run_plan(
 ) -> Tuple[Optional[Dict[int, Any]], Any, Set[str]]:
     """Runs the model once under ``plan``: (the values by record position, or None when the
     forward did not follow the plan; the model's output; labels of kept values that an in-place
-    op changed after they were taken). The model has run either way."""
+    op changed after they were taken). The model has run, unless a planned module is gone."""
     assert plan.calls is not None
     calls: Dict[Any, Dict[int, CallPlan]] = {}
     for reference, number, call_plan in plan.calls:
@@ -40,14 +40,14 @@ def run_plan(
     if plan.inputs:
         run.take_inputs(plan.inputs, args, kwargs)
     output = run.forward(model, args, kwargs)
+    if run.failed or len(run.values) != len(plan.targets):
+        return None, output, set()
     overwritten = {
         target.label
         for target in plan.targets
         if target.index in run.versions and run.values[target.index]._version != run.versions[target.index]
     }
-    if run.failed or overwritten or len(run.values) != len(plan.targets):
-        return None, output, overwritten
-    return run.values, output, overwritten
+    return (None if overwritten else run.values), output, overwritten
 
 
 class _Frame:

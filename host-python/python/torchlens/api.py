@@ -140,6 +140,7 @@ def record(
             'pass a selector, e.g. save=tl.module("layer3"), or use tl.trace to keep every op',
         )
     args = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    # The backend's bound implementation: (model, positional inputs, keyword inputs, selector).
     implementation = spec.capability_implementations["sparse_recording"]
     recording = implementation(model, args, dict(kwargs or {}), as_selector(save))
     return (recording.output, recording) if return_output else recording

@@ -240,9 +240,10 @@ class _PlannedRun:
             self.failed = True
             return
         kept = value.detach()
-        if target.copy or target.kind == "leaf":
+        if target.copy or target.kind == "leaf" or kept.is_inference():
             # A trace copies constants and buffers as they are read; other values only when an
-            # in-place op would overwrite them.
+            # in-place op would overwrite them. Inference tensors have no version counter to
+            # check, so they are copied too.
             kept = kept.clone()
         else:
             self.versions[target.index] = kept._version

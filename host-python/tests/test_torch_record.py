@@ -435,3 +435,26 @@ def test_ops_in_the_models_own_hooks_count_where_the_trace_counts_them(sessions)
     assert recording.from_plan and len(sessions) == 1
     assert [record.func_name for record in recording] == ["mul", "linear", "add", "relu"]
     assert_matches_trace(recording, model, x, selector)
+
+
+def test_a_forward_on_another_thread_neither_disturbs_nor_joins_the_recording(sessions):
+    model, shape = _models()["cnn"]
+    x = torch.randn(shape)
+    selector = tl.in_module("bn1") | tl.func("relu")
+    stop = threading.Event()
+
+    def other_thread():
+        while not stop.is_set():
+            model(torch.randn(shape))
+
+    thread = threading.Thread(target=other_thread)
+    tl.record(model, x, save=selector)
+    thread.start()
+    try:
+        recordings = [tl.record(model, x, save=selector) for _ in range(30)]
+    finally:
+        stop.set()
+        thread.join()
+    assert all(recording.from_plan for recording in recordings) and len(sessions) == 1
+    for recording in recordings:
+        assert_matches_trace(recording, model, x, selector)

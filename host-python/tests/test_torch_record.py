@@ -341,6 +341,21 @@ def test_a_constant_and_an_input_are_recorded_as_the_trace_keeps_them(sessions):
     assert_matches_trace(recording, model, x, selector)
 
 
+ROW = torch.arange(4, dtype=torch.float32).reshape(1, 4)
+
+
+def test_a_value_the_plan_cannot_find_again_is_traced_on_every_call(sessions):
+    # The constant is read inside a list argument: no argument position names it alone.
+    def stack(x):
+        return torch.cat([x, ROW], dim=0) * 2
+
+    x, selector = torch.randn(2, 4), tl.in_module("self")
+    recordings = [tl.record(stack, x, save=selector) for _ in range(2)]
+    assert not any(recording.from_plan for recording in recordings) and len(sessions) == 2
+    assert "constant" in [record.func_name for record in recordings[1]]
+    assert_matches_trace(recordings[1], stack, x, selector)
+
+
 def test_a_plain_callable_and_keyword_inputs(sessions):
     torch.manual_seed(0)
     weight = torch.randn(4, 4)

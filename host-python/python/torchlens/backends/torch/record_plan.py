@@ -5,7 +5,7 @@ An op computed by a torch function is found again by its innermost module call (
 object and the call number) and its ordinal among the ops that call runs itself, counted as
 the trace counts them (one per tensor a function returns; ops of nested calls excluded). A
 constant or buffer the trace declared is taken from the argument list of the op that first read
-it (the next op of its call), a model input or output from the flattened inputs or output."""
+it (the next op of its call), a model input from the flattened inputs."""
 
 from __future__ import annotations
 
@@ -80,8 +80,9 @@ ALIASING = frozenset(
 class Target:
     """One selected op as a plan finds it again. ``kind``: ``op`` (taken from the op at
     ``ordinal`` of its call), ``leaf`` (a constant or buffer: the argument at ``position`` of
-    the op at ``ordinal``, whose function is ``reader``), ``input`` or ``output`` (the
-    ``ordinal``-th tensor of the flattened inputs or output). ``index`` is its record's place."""
+    the op at ``ordinal``, whose function is ``reader``), ``input`` (the ``ordinal``-th tensor
+    of the flattened inputs) or ``unplanned`` (found no other way: the signature is always
+    traced). ``index`` is its record's place."""
 
     __slots__ = (
         "index",
@@ -130,13 +131,12 @@ class Plan:
     root; its call number; that call's plan), or None when the signature is always traced.
     ``copied``: labels of values learned to be overwritten in place after they are taken."""
 
-    __slots__ = ("calls", "targets", "inputs", "outputs", "mismatches", "copied")
+    __slots__ = ("calls", "targets", "inputs", "mismatches", "copied")
 
     def __init__(self, targets: List[Target], mismatches: int, copied: Set[str]) -> None:
         self.calls: Optional[List[Tuple[Optional[weakref.ref], int, CallPlan]]] = None
         self.targets = targets
         self.inputs = [target for target in targets if target.kind == "input"]
-        self.outputs = [target for target in targets if target.kind == "output"]
         self.mismatches = mismatches
         self.copied = copied
 
@@ -144,14 +144,15 @@ class Plan:
 def plan_from_trace(
     model: Any, ops: List[Any], matched: List[Any], mismatches: int, copied: Set[str]
 ) -> Plan:
-    """The plan for ``matched`` (the selected ops, among the trace's ``ops``). Always traced
-    when a selected op ran in a module the model does not hold (one built in the forward) or
-    when plans for this signature failed ``mismatches`` times already (the caller decides)."""
+    """The plan for ``matched`` (the selected ops, output nodes excepted, among the trace's
+    ``ops``); ``mismatches`` and ``copied`` carry over from the signature's earlier plans.
+    Without ``calls`` (always traced) when a selected op ran in a module the model does not
+    hold (one built in the forward) or cannot be found again otherwise."""
     ordinals: Dict[int, int] = {}
     totals: Dict[str, int] = {}
     readers: Dict[int, Any] = {}
     waiting: List[Any] = []
-    counts = {"input": 0, "output": 0}
+    inputs = 0
     for op in ops:
         if op.kind in OP_KINDS:
             scope = op.module
@@ -164,24 +165,20 @@ def plan_from_trace(
             # Declared by the op that first reads it, right before that op.
             waiting.append(op)
             ordinals[op.index] = totals.get(op.module, 0)
-        else:
-            ordinals[op.index] = counts.get(op.kind, 0)
-            counts[op.kind] = ordinals[op.index] + 1
+        elif op.kind == "input":
+            ordinals[op.index] = inputs
+            inputs += 1
     overwritten = _overwritten(ops)
     targets = []
     for index, op in enumerate(matched):
-        kind = op.kind if op.kind in ("input", "output") else "leaf" if op.kind in LEAF_KINDS else "op"
-        target = Target(index, kind, ordinals[op.index], op)
+        target = Target(index, _kind_of(op), ordinals.get(op.index, -1), op)
         target.copy = op.index in overwritten or op.label in copied
-        if kind == "leaf":
-            reader = readers.get(op.index)
-            if reader is None or reader.module != op.module:
+        if target.kind == "leaf":
+            source = _read_at(op, readers.get(op.index))
+            if source is None:
                 target.kind = "unplanned"
             else:
-                target.reader = reader.func_name
-                target.position = reader.parent_positions[
-                    [parent.index for parent in reader.parents].index(op.index)
-                ]
+                target.reader, target.position = source
         targets.append(target)
     plan = Plan(targets, mismatches, copied)
     if any(target.kind == "unplanned" for target in targets):
@@ -201,6 +198,27 @@ def plan_from_trace(
         calls.append((reference, int(number or 1), CallPlan(scoped, totals.get(scope, 0))))
     plan.calls = calls
     return plan
+
+
+def _kind_of(op: Any) -> str:
+    if op.kind in OP_KINDS:
+        return "op"
+    if op.kind in LEAF_KINDS:
+        return "leaf"
+    return "input" if op.kind == "input" else "unplanned"
+
+
+def _read_at(leaf: Any, reader: Any) -> Optional[Tuple[str, int]]:
+    """(function, argument position) of the op that first read a constant or buffer; None
+    when there is no such op in its call, or it read the value inside a list argument (then
+    several of its parents share one position)."""
+    if reader is None or reader.module != leaf.module:
+        return None
+    positions = reader.parent_positions
+    position = positions[[parent.index for parent in reader.parents].index(leaf.index)]
+    if positions.count(position) > 1:
+        return None
+    return reader.func_name, position
 
 
 def _overwritten(ops: List[Any]) -> Set[int]:

@@ -473,3 +473,20 @@ def test_a_forward_on_another_thread_neither_disturbs_nor_joins_the_recording(se
     assert all(recording.from_plan for recording in recordings) and len(sessions) == 1
     for recording in recordings:
         assert_matches_trace(recording, model, x, selector)
+
+
+def test_plans_go_away_with_their_model():
+    import gc
+    import weakref
+
+    from torchlens.backends.torch.recording import _PLANS
+
+    model, shape = _models()["residual"]
+    selector = tl.in_module("block1") | tl.func("mean")
+    for _ in range(2):
+        tl.record(model, torch.randn(shape), save=selector)
+    assert model in _PLANS
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None

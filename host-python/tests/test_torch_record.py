@@ -490,3 +490,23 @@ def test_plans_go_away_with_their_model():
     del model
     gc.collect()
     assert alive() is None
+
+
+class TakesItsOwnWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, weight, x):
+        return self.fc(x) @ weight
+
+
+def test_a_parameter_passed_as_an_input_is_not_counted_among_the_inputs(sessions):
+    torch.manual_seed(0)
+    model, x = TakesItsOwnWeight().eval(), torch.randn(2, 4)
+    selector = tl.in_module("self")
+    tl.record(model, (model.fc.weight, x), save=selector)
+    recording = tl.record(model, (model.fc.weight, x), save=selector)
+    assert recording.from_plan and len(sessions) == 1
+    assert recording[0].func_name == "input" and torch.equal(recording[0].out, x)
+    assert_matches_trace(recording, model, (model.fc.weight, x), selector)

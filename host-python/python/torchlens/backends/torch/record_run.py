@@ -38,7 +38,7 @@ def run_plan(
         calls.setdefault(module, {})[number] = call_plan
     run = _PlannedRun(calls)
     if plan.inputs:
-        run.take_inputs(plan.inputs, args, kwargs)
+        run.take_inputs(plan.inputs, model, args, kwargs)
     output = run.forward(model, args, kwargs)
     if run.failed or len(run.values) != len(plan.targets):
         return None, output, set()
@@ -122,10 +122,17 @@ class _PlannedRun:
                 self.close()
         return output
 
-    def take_inputs(self, targets: List[Target], args: tuple, kwargs: dict) -> None:
-        """Model inputs, in the order the trace declares them (each tensor once)."""
+    def take_inputs(self, targets: List[Target], model: Any, args: tuple, kwargs: dict) -> None:
+        """Model inputs, in the order the trace declares them: each tensor once, and not the
+        model's own parameters (the trace declares those as parameters first)."""
         unique: Dict[int, torch.Tensor] = {}
+        owned = None
         for tensor in arrays_in(list(args) + list(kwargs.values()), torch.Tensor):
+            if isinstance(tensor, torch.nn.Parameter) and isinstance(model, torch.nn.Module):
+                if owned is None:
+                    owned = {id(param) for param in model.parameters()}
+                if id(tensor) in owned:
+                    continue
             unique.setdefault(id(tensor), tensor)
         tensors = list(unique.values())
         for target in targets:

@@ -39,7 +39,7 @@ PLANS_PER_MODEL = 8
 #: A plan that failed its checks this many times is replaced by "always trace".
 MISMATCHES_BEFORE_TRACING = 2
 
-#: Model → {signature: _Plan}; weak, so a model that goes away takes its plans with it.
+#: Model → {signature: Plan}; weak, so a model that goes away takes its plans with it.
 _PLANS: weakref.WeakKeyDictionary[Any, OrderedDict] = weakref.WeakKeyDictionary()
 
 

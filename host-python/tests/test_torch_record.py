@@ -511,3 +511,31 @@ def test_a_parameter_passed_as_an_input_is_not_counted_among_the_inputs(sessions
     assert recording.from_plan and len(sessions) == 1
     assert recording[0].func_name == "input" and torch.equal(recording[0].out, x)
     assert_matches_trace(recording, model, (model.fc.weight, x), selector)
+
+
+class Sometimes(nn.Module):
+    """Calls a submodule only when a Python flag says so: a change the signature cannot see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+        self.use_inner = False
+
+    def forward(self, x):
+        return torch.relu(self.inner(x) if self.use_inner else x)
+
+
+def test_a_nested_call_the_trace_did_not_see_is_traced_instead(sessions):
+    torch.manual_seed(0)
+    model, x = nn.Sequential(Sometimes()).eval(), torch.randn(2, 4)
+    selector = tl.func("relu")
+    tl.record(model, x, save=selector)
+    assert tl.record(model, x, save=selector).from_plan and len(sessions) == 1
+    model[0].use_inner = True
+    changed = tl.record(model, x, save=selector)
+    assert not changed.from_plan and len(sessions) == 2
+    assert_matches_trace(changed, model, x, selector)
+    sessions.clear()
+    relearned = tl.record(model, x, save=selector)
+    assert relearned.from_plan and not sessions
+    assert_matches_trace(relearned, model, x, selector)

@@ -116,14 +116,16 @@ class Target:
 
 
 class CallPlan:
-    """The planned ops of one module call, in capture order, and how many ops the call runs
-    itself (nested calls excluded)."""
+    """The planned ops of one module call, in capture order, how many ops the call runs itself
+    (nested calls excluded), and whether it ran ops in nested module calls (without them, a
+    planned run needs no frames for nested calls)."""
 
-    __slots__ = ("targets", "total")
+    __slots__ = ("targets", "total", "nested")
 
-    def __init__(self, targets: List[Target], total: int) -> None:
+    def __init__(self, targets: List[Target], total: int, nested: bool) -> None:
         self.targets = targets
         self.total = total
+        self.nested = nested
 
 
 class Plan:
@@ -153,7 +155,9 @@ def plan_from_trace(
     readers: Dict[int, Any] = {}
     waiting: List[Any] = []
     inputs = 0
+    enclosing: Set[str] = set()
     for op in ops:
+        enclosing.update(op.module_stack[1:])
         if op.kind in OP_KINDS:
             scope = op.module
             ordinals[op.index] = totals.get(scope, 0)
@@ -195,7 +199,8 @@ def plan_from_trace(
         if module is None:
             return plan
         reference = None if module is model else weakref.ref(module)
-        calls.append((reference, int(number or 1), CallPlan(scoped, totals.get(scope, 0))))
+        plan_of_call = CallPlan(scoped, totals.get(scope, 0), scope in enclosing)
+        calls.append((reference, int(number or 1), plan_of_call))
     plan.calls = calls
     return plan
 

@@ -152,7 +152,10 @@ class _PlannedRun:
         if self.outer is not None:
             if module is self.outer:
                 self.outer_nesting += 1
-            if plan is not None:
+            if plan is not None and not self.nested_hooks:
+                # Nested in a call the trace saw no nested call in: not the forward it saw.
+                self.failed = True
+            elif plan is not None:
                 # The global pre-hook (it runs first) opened this call's frame.
                 self.frames[-1] = _Frame(plan)
                 self.count_ops(True)
@@ -184,11 +187,14 @@ class _PlannedRun:
         self.outer = module
         self.outer_nesting = 0
         self.frames.append(_Frame(plan))
-        hooks = torch.nn.modules.module
-        self.nested_hooks = (
-            hooks.register_module_forward_pre_hook(self.nested_pre_hook),
-            hooks.register_module_forward_hook(self.nested_post_hook),
-        )
+        if plan.nested:
+            # Without nested calls in the trace (a leaf module) no frames are needed: ops of an
+            # unexpected nested call would count in this call, and its count would not match.
+            hooks = torch.nn.modules.module
+            self.nested_hooks = (
+                hooks.register_module_forward_pre_hook(self.nested_pre_hook),
+                hooks.register_module_forward_hook(self.nested_post_hook),
+            )
         self.count_ops(True)
 
     def count_ops(self, counting: bool) -> None:

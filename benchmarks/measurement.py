@@ -5,6 +5,7 @@ reading back its JSON, so both sides run in one invocation on the same machine s
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -34,8 +35,12 @@ def measure_in_reference_python(
     ``reference_python``; the script's last line of output is its JSON measurement. With a
     ``timeout``, a run that does not finish in time is answered ``{"failed": ...}``."""
     command = [reference_python, script, "--mode", "reference", "--repeats", str(repeats), *extra_arguments]
+    # A PYTHONPATH that points at this checkout would make the reference import our package.
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout)
+        completed = subprocess.run(
+            command, capture_output=True, text=True, check=True, timeout=timeout, env=environment
+        )
     except subprocess.TimeoutExpired:
         return {"failed": f"did not finish in {timeout:.0f} s"}
     return json.loads(completed.stdout.strip().splitlines()[-1])

@@ -51,8 +51,8 @@ def test_selectors_compose_as_in_the_spec():
     assert [op.label for op in inside] == ["linear_1_2", "relu_1_3"]
 
 
-def test_record_is_not_built_on_torch_and_says_so():
+def test_record_and_fork_are_built_on_torch():
+    # Their behaviour is tested in test_torch_record.py and test_torch_live_edits.py.
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    with pytest.raises(tl.BackendUnsupportedError) as recorded:
-        tl.record(model, torch.ones(1, 3))
-    assert (recorded.value.code, recorded.value.framework) == ("capability_unsupported", "torch")
+    assert tl.record(model, torch.ones(1, 3), save=tl.func("relu")).labels == ["relu_1_3"]
+    assert tl.trace(model, torch.ones(1, 3)).fork().do(tl.func("relu"), tl.zero_ablate()).ops[2].is_edited

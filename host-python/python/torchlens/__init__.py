@@ -11,6 +11,7 @@ from ._core import versions
 from .api import load, record, trace, validate
 from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
+from .recording import Recording
 from .selectors import (
     Selector,
     followed_by,
@@ -39,6 +40,7 @@ __all__ = [
     "when",
     "zero_ablate",
     "PayloadLoadHints",
+    "Recording",
     "Selector",
     "TorchLensError",
     "Trace",

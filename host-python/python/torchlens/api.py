@@ -107,15 +107,43 @@ def capture_request(
 
 
 def record(
-    model: Any, x: Any = (), kwargs: Optional[dict] = None, *, backend: Optional[str] = None, **options: Any
+    model: Any,
+    x: Any = (),
+    kwargs: Optional[dict] = None,
+    *,
+    save: Any = None,
+    backend: Optional[str] = None,
+    return_output: bool = False,
 ) -> Any:
-    """Fast repeated recording of chosen ops (``tl.record``). Not built on any backend yet:
-    routes ``model`` like :func:`trace`, then refuses with ``BackendUnsupportedError``
-    (``capability_unsupported``) naming the framework, before the model runs."""
-    from .backends import gate, resolve
+    """Fast repeated recording (``tl.record``): runs ``model`` on ``x`` and returns a
+    :class:`~torchlens.recording.Recording` holding only the values of the ops ``save`` selects
+    (by the labels ``tl.trace`` gives them), the model's output and each value's function,
+    module call, shape and dtype. ``return_output=True`` returns ``(output, recording)``.
 
-    gate(resolve(model, x, backend), "sparse_recording")
-    raise AssertionError("the gate admitted sparse_recording, which no backend implements")
+    The first call for a model and an input signature runs one full trace and learns where the
+    selected ops are; later calls with the same model, input shapes, dtypes and structure, and
+    ``save=``, take them directly, without building a trace. Routes like :func:`trace`; a backend
+    that does not implement it refuses with ``BackendUnsupportedError``
+    (``capability_unsupported``) before the model runs. ``save`` must be a selector (or a
+    label): recording everything is what :func:`trace` does.
+    """
+    from .backends import gate, resolve
+    from .errors import SelectorError
+    from .selectors import as_selector
+
+    spec = resolve(model, x, backend)
+    gate(spec, "sparse_recording")
+    if save is None or isinstance(save, bool):
+        raise SelectorError(
+            f"tl.record needs save= to choose the ops to record, got {save!r}",
+            "record_selector_missing",
+            'pass a selector, e.g. save=tl.module("layer3"), or use tl.trace to keep every op',
+        )
+    args = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    # The backend's bound implementation: (model, positional inputs, keyword inputs, selector).
+    implementation = spec.capability_implementations["sparse_recording"]
+    recording = implementation(model, args, dict(kwargs or {}), as_selector(save))
+    return (recording.output, recording) if return_output else recording
 
 
 def validate(trace: Trace, outputs: Any = None) -> Any:

@@ -41,6 +41,7 @@ SPEC = BackendSpec(
         save_value_dependent=True,
         temporal_selectors=True,
         edit_finished_trace=True,
+        sparse_recording=True,
     ),
     capability_implementations={
         **package_implementations(),
@@ -51,6 +52,7 @@ SPEC = BackendSpec(
         "save_value_dependent": implemented_by("torchlens.adapter_kit.live_edits:LiveEdits"),
         "temporal_selectors": implemented_by("torchlens.adapter_kit.live_plan:LivePlan"),
         "edit_finished_trace": implemented_by("torchlens.edits.fork:ForkedTrace"),
+        "sparse_recording": implemented_by("torchlens.backends.torch.recording:record"),
     },
     # No option_values: the options the preview backends read (module_identity_mode,
     # payload_policy, jax_*) are inert inputs on torch, as the spec says, whatever their value.

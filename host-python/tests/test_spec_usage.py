@@ -3,7 +3,6 @@ CaptureOptions (torch accepts the preview backends' fields as inert inputs), sel
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn as nn
 

@@ -383,3 +383,13 @@ def test_a_tensor_kept_from_an_earlier_capture_is_a_constant_not_a_stale_id():
     assert len(constant) == 1, [parent.label for parent in add.parents]
     assert torch.equal(constant[0].out, cached)
     assert [parent.func_name for parent in add.parents] == ["tanh", "constant"]
+
+
+def test_a_trace_under_inference_mode_keeps_copies_of_inference_tensors():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    with torch.inference_mode():
+        x = torch.randn(2, 3)
+        trace = tl.trace(model, x)
+        expected = model(x)
+    assert torch.equal(trace.outputs[0].out, expected)
+    assert trace.validate_forward_pass() is True

@@ -18,7 +18,7 @@ from models import InPlace, Mlp, SharedModule, SmallCnn, TransformerBlock
 
 import torchlens as tl
 from torchlens.adapter_kit import CaptureSession
-from torchlens.errors import BackendUnsupportedError, NotFoundError, SelectorError
+from torchlens.errors import NotFoundError, SelectorError
 
 pytestmark = pytest.mark.torch
 
@@ -403,10 +403,16 @@ def test_refusals_come_before_the_model_runs():
     with pytest.raises(SelectorError) as missing:
         tl.record(model, torch.ones(1, 3))
     assert missing.value.code == "record_selector_missing" and missing.value.remedy
-    with pytest.raises(BackendUnsupportedError) as dependent:
-        tl.record(model, torch.ones(1, 3), save=tl.where(lambda op: True))
-    assert dependent.value.code == "value_dependent_save_unsupported"
     assert calls == []
+
+
+def test_value_dependent_selectors_record_through_a_full_trace(sessions):
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = torch.randn(2, 3)
+    keep = tl.where(lambda ctx: ctx.func_name == "relu")
+    first, second = tl.record(model, x, save=keep), tl.record(model, x, save=keep)
+    assert first.labels == second.labels == ["relu_1_3"]
+    assert torch.equal(second["relu_1_3"].out, torch.relu(model[0](x)))
 
 
 def test_a_forward_that_raises_leaves_nothing_installed(sessions):

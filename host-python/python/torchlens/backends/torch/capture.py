@@ -121,6 +121,9 @@ class Capture(LiveEditHost):
         is about to change it (``protect`` copies it first). Its version counter is recorded, so a
         change made after the capture is detected, never served."""
         value = tensor.detach()
+        if value.is_inference():
+            # Inference tensors (torch.inference_mode) keep no version counter: keep a copy.
+            return value.clone()
         self.versions[value_id] = value._version
         self.shared.setdefault(value.untyped_storage().data_ptr(), []).append(value_id)
         return value

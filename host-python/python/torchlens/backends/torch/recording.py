@@ -165,9 +165,14 @@ def _record_by_trace(
         if handle is not None:
             handle.remove()
     ops = trace.ops
-    matched = [
-        ops[index] for index in trace._native.select(selector.arena(), []) if ops[index].kind != "output"
-    ]
+    if selector.predicates():
+        # A value-dependent selector was decided live on each value: the saved computed ops
+        # are exactly its matches (constants and buffers are kept for replay, not selected).
+        matched = [op for op in ops if op.saved and op.kind in ("compute", "literal_producer")]
+    else:
+        matched = [
+            ops[index] for index in trace._native.select(selector.arena(), []) if ops[index].kind != "output"
+        ]
     records = [
         ActivationRecord(op.label, op.func_name, op.module, op.shape, op.dtype, op.out) for op in matched
     ]

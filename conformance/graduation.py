@@ -40,7 +40,11 @@ def reproduced_on_pin(backend: str, scorecard: dict) -> Item:
     spec = tl.backends.get_spec(backend)
     installed = installed_version(spec.requirement.module)
     if installed != spec.requirement.pinned:
-        return False, f"installed {installed}, pinned {spec.requirement.pinned}: run --check on the pin (make test-pins)"
+        return (
+            False,
+            f"installed {installed}, pinned {spec.requirement.pinned}: "
+            "run --check on the pin (make test-pins)",
+        )
     ok, lines = compare(backend)
     return ok, "reproduced by --check" if ok else "; ".join(lines[1:4])
 
@@ -72,7 +76,9 @@ def tamper_suite(backend: str, scorecard: dict) -> Item:
     record = _pinned_record(scorecard)
     if record is None:
         return False, f"no record for the pin {scorecard['framework']['pinned']}"
-    tamper = {case: cell for case, cell in record["cells"].items() if case.split("/", 1)[1].startswith("tamper_")}
+    tamper = {
+        case: cell for case, cell in record["cells"].items() if case.split("/", 1)[1].startswith("tamper_")
+    }
     bad = [f"{case} {cell['status']}" for case, cell in tamper.items() if cell["status"] != "passed"]
     if bad:
         return False, "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
@@ -90,12 +96,21 @@ def minimum_and_newest(backend: str, scorecard: dict) -> Item:
     framework = scorecard["framework"]
     records = scorecard["records"]
     passing = [
-        version for version, record in records.items() if not counts(record).failed and not counts(record).not_run
+        version
+        for version, record in records.items()
+        if not counts(record).failed and not counts(record).not_run
     ]
-    at_minimum = [version for version in passing if version == framework["minimum"] or version.startswith(framework["minimum"] + ".")]
+    at_minimum = [
+        version
+        for version in passing
+        if version == framework["minimum"] or version.startswith(framework["minimum"] + ".")
+    ]
     problems = []
     if not at_minimum:
-        problems.append(f"no passing record on the supported minimum {framework['minimum']} (records: {', '.join(records)})")
+        problems.append(
+            f"no passing record on the supported minimum {framework['minimum']} "
+            f"(records: {', '.join(records)})"
+        )
     newest = max(records, key=lambda version: tuple(int(p) if p.isdigit() else 0 for p in version.split(".")))
     if newest not in passing:
         problems.append(f"the newest record {newest} has failed or not_run cells")

@@ -77,7 +77,10 @@ def write(backend: str) -> int:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
-    print(f"{backend}: wrote the record for {run['framework_version']} ({run['seconds']} s) to {scorecard_path(backend)} and {shipped_path(backend)}")
+    print(
+        f"{backend}: wrote the record for {run['framework_version']} ({run['seconds']} s) "
+        f"to {scorecard_path(backend)} and {shipped_path(backend)}"
+    )
     return 0
 
 
@@ -90,7 +93,10 @@ def compare(backend: str) -> Tuple[bool, List[str]]:
         return False, [f"{backend}: no scorecard at {scorecard_path(backend)}; run --write"]
     problems = []
     if version not in scorecard["records"]:
-        return False, [f"{backend}: the scorecard holds no record for the installed {version} (it has {', '.join(scorecard['records'])}); run --write"]
+        return False, [
+            f"{backend}: the scorecard holds no record for the installed {version} "
+            f"(it has {', '.join(scorecard['records'])}); run --write"
+        ]
     lines = [f"{backend}: compared with the record for {version} ({run['seconds']} s)"]
     current = declared(backend)
     for key in ("maturity", "framework", "flags", "models", "tasks"):

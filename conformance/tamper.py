@@ -50,7 +50,9 @@ def tamper_stale_sidecar(case: Case) -> None:
         for second in ops[index + 1 :]
         if first.shape == second.shape
         and first.dtype == second.dtype
-        and not np.array_equal(case.host(values[first._info["value"]]), case.host(values[second._info["value"]]))
+        and not np.array_equal(
+            case.host(values[first._info["value"]]), case.host(values[second._info["value"]])
+        )
     )
     first, second = (op._info["value"] for op in pair)
     values[first], values[second] = values[second], values[first]

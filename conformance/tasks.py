@@ -70,7 +70,9 @@ class Task:
 TASKS: Dict[str, Task] = {}
 
 
-def task(name: str, requires: Tuple[str, ...] = ()) -> Callable[[Callable[[Case], None]], Callable[[Case], None]]:
+def task(
+    name: str, requires: Tuple[str, ...] = ()
+) -> Callable[[Callable[[Case], None]], Callable[[Case], None]]:
     def register(run: Callable[[Case], None]) -> Callable[[Case], None]:
         TASKS[name] = Task(name, run, requires)
         return run
@@ -223,7 +225,9 @@ def record(case: Case) -> None:
         again = tl.record(model, args, backend=case.backend, save=tl.func(case.model.func))
     for op in _select(trace, tl.func(case.model.func)):
         for recording in (first, again):
-            np.testing.assert_allclose(case.host(_recorded_value(recording, op.label)), case.host(op.out), rtol=1e-5)
+            np.testing.assert_allclose(
+                case.host(_recorded_value(recording, op.label)), case.host(op.out), rtol=1e-5
+            )
 
 
 @task("streaming")
@@ -342,7 +346,11 @@ def debug_nan(case: Case) -> None:
     trace = case.trace(model, case.with_data(args, data))
     finding = tl.debug.find_nan(trace)
     assert finding.found and "nan" in finding.kind
-    first = next(op for op in trace.ops if op.kind not in ("input", "output") and op.saved and np.isnan(case.host(op.out)).any())
+    first = next(
+        op
+        for op in trace.ops
+        if op.kind not in ("input", "output") and op.saved and np.isnan(case.host(op.out)).any()
+    )
     assert finding.label == first.label
     clean = tl.debug.find_nan(case.trace(model, args))
     assert not clean.found

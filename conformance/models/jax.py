@@ -37,7 +37,9 @@ class Conv(eqx.Module):
         self.kernel = _normal(rng, 3, 2, 3, 3)
 
     def __call__(self, x):
-        return lax.conv_general_dilated(x, self.kernel, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return lax.conv_general_dilated(
+            x, self.kernel, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW")
+        )
 
 
 class Mlp(eqx.Module):

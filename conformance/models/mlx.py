@@ -15,7 +15,10 @@ def _fixed(model: nn.Module, seed: int) -> nn.Module:
     rng = np.random.default_rng(seed)
     from mlx.utils import tree_flatten, tree_unflatten
 
-    params = [(name, mx.array(rng.standard_normal(value.shape).astype("float32") * 0.5)) for name, value in tree_flatten(model.parameters())]
+    params = [
+        (name, mx.array(rng.standard_normal(value.shape).astype("float32") * 0.5))
+        for name, value in tree_flatten(model.parameters())
+    ]
     model.update(tree_unflatten(params))
     model.eval()
     return model

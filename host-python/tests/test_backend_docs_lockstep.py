@@ -10,9 +10,9 @@ import json
 import os
 
 import conformance_paths  # noqa: F401
-from scripts.checks import backend_docs_lockstep as lockstep
 
 import torchlens as tl
+from scripts.checks import backend_docs_lockstep as lockstep
 from torchlens.backends import registry
 from torchlens.backends.matrix import render
 
@@ -53,7 +53,9 @@ def test_a_scorecard_cell_changed_without_the_others_fails():
 def test_a_docs_table_changed_without_the_scorecard_fails():
     doc = _read(os.path.join(conformance_paths.ROOT, "docs", "backends.md"))
     block = render()
-    edited = doc.replace(block, block.replace("| jax | supported |", "| jax | unsupported |", 1).replace("Yes", "No", 1))
+    edited = doc.replace(
+        block, block.replace("| jax | supported |", "| jax | unsupported |", 1).replace("Yes", "No", 1)
+    )
     assert edited != doc
     assert any("tables differ" in problem for problem in lockstep.problems(backends_doc=edited))
 
@@ -63,7 +65,9 @@ def test_a_page_table_edited_by_hand_fails():
     edited = page.replace("| draw | supported |", "| draw | unsupported |")
     assert edited != page
     assert lockstep.page_problems("jax", page_text=page) == []
-    assert any("can / cannot table differs" in problem for problem in lockstep.page_problems("jax", page_text=edited))
+    assert any(
+        "can / cannot table differs" in problem for problem in lockstep.page_problems("jax", page_text=edited)
+    )
 
 
 def test_stable_needs_a_decision_and_graduation(monkeypatch):

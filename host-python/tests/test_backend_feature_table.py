@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import conformance_paths  # noqa: F401
 import pytest
-from conformance.runner import run_suite
-from conformance.scorecard import load, main
 
 import torchlens as tl
+from conformance.runner import run_suite
+from conformance.scorecard import load, main
 from torchlens.backends.registry import built_in_specs
 from torchlens.backends.scorecard import FEATURE_ROWS, feature_cell, record_for, task_cells
 from torchlens.errors import BackendUnsupportedError

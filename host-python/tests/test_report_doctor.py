@@ -28,7 +28,11 @@ def test_doctor_imports_no_framework():
         f"print([name for name in {FRAMEWORKS!r} if name in sys.modules])\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": PYTHONPATH}
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
     ).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
@@ -43,7 +47,9 @@ def test_one_row_per_backend_in_the_spec_format():
             continue
         match = DETAILS.match(row.details)
         assert match, row.details
-        maturity, passed, denominator, unsupported, failed, pinned, _installed, minimum, ceiling = match.groups()
+        maturity, passed, denominator, unsupported, failed, pinned, _installed, minimum, ceiling = (
+            match.groups()
+        )
         assert (maturity, pinned, minimum, ceiling) == (
             spec.maturity,
             spec.requirement.pinned,
@@ -69,7 +75,9 @@ def test_the_shipped_record_is_what_the_row_counts():
 
 def test_an_absent_framework_is_scope_and_names_the_install_extra(monkeypatch):
     real = doctor_module.installed_version
-    monkeypatch.setattr(doctor_module, "installed_version", lambda module: None if module == "jax" else real(module))
+    monkeypatch.setattr(
+        doctor_module, "installed_version", lambda module: None if module == "jax" else real(module)
+    )
     row = tl.report.doctor().row("backend_scorecard:jax")
     assert row.status == "scope"
     assert "installed absent" in row.details

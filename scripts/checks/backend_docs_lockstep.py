@@ -76,20 +76,31 @@ def scorecard_problems(backend: str, kept: Optional[str] = None, shipped: Option
     kept = kept if kept is not None else _read(os.path.join(ROOT, "scorecards", f"{backend}.json"))
     shipped = shipped if shipped is not None else _read(shipped_path(backend))
     if kept is None:
-        return [f"{backend}: no scorecard in scorecards/{backend}.json (python -m tests.conformance.scorecard --backend {backend} --write)"]
+        return [
+            f"{backend}: no scorecard in scorecards/{backend}.json "
+            f"(python -m tests.conformance.scorecard --backend {backend} --write)"
+        ]
     problems = []
     if shipped != kept:
-        problems.append(f"{backend}: scorecards/{backend}.json and the shipped torchlens/backends/{backend}/scorecard.json differ")
+        problems.append(
+            f"{backend}: scorecards/{backend}.json and the shipped "
+            f"torchlens/backends/{backend}/scorecard.json differ"
+        )
     scorecard = json.loads(kept)
     flags = {name: bool(spec.capabilities.get(name, False)) for name in capability_names()}
     if scorecard.get("flags") != flags:
         changed = sorted(name for name in flags if scorecard.get("flags", {}).get(name) != flags[name])
-        problems.append(f"{backend}: capability flags changed since the scorecard was written ({', '.join(changed)}); rerun --write")
+        problems.append(
+            f"{backend}: capability flags changed since the scorecard was written "
+            f"({', '.join(changed)}); rerun --write"
+        )
     if scorecard.get("maturity") != spec.maturity:
         problems.append(f"{backend}: maturity changed since the scorecard was written; rerun --write")
     requirement = spec.requirement
     if scorecard.get("framework", {}).get("pinned") != requirement.pinned:
-        problems.append(f"{backend}: the framework requirement changed since the scorecard was written; rerun --write")
+        problems.append(
+            f"{backend}: the framework requirement changed since the scorecard was written; rerun --write"
+        )
     return problems
 
 
@@ -98,7 +109,10 @@ def maturity_problems(backend: str, backends_doc: str) -> List[str]:
 
     spec = get_spec(backend)
     if (spec.adapter is None) != (spec.maturity == "planned"):
-        return [f"{backend}: maturity {spec.maturity!r} but the backend is {'not ' if spec.adapter is None else ''}built"]
+        return [
+            f"{backend}: maturity {spec.maturity!r} but the backend is "
+            f"{'not ' if spec.adapter is None else ''}built"
+        ]
     if spec.maturity != "stable":
         return []
     problems = []
@@ -111,7 +125,12 @@ def maturity_problems(backend: str, backends_doc: str) -> List[str]:
     scorecard = load(backend)
     if scorecard is None:
         return problems + [f"{backend}: labelled stable with no scorecard"]
-    for number, item in ((2, no_failed_or_not_run), (3, flags_proven), (4, tamper_suite), (5, minimum_and_newest)):
+    for number, item in (
+        (2, no_failed_or_not_run),
+        (3, flags_proven),
+        (4, tamper_suite),
+        (5, minimum_and_newest),
+    ):
         ok, reason = item(backend, scorecard)
         if not ok:
             problems.append(f"{backend}: labelled stable but graduation item {number} fails: {reason}")
@@ -129,7 +148,10 @@ def problems(backends_doc: Optional[str] = None) -> List[str]:
     if block is None:
         found.append("docs/backends.md has no generated block")
     elif block != render():
-        found.append("docs/backends.md's tables differ from the registry and scorecards (python scripts/checks/backend_docs_lockstep.py --fix)")
+        found.append(
+            "docs/backends.md's tables differ from the registry and scorecards "
+            "(python scripts/checks/backend_docs_lockstep.py --fix)"
+        )
     for spec in sorted(built_in_specs(), key=lambda spec: spec.name):
         found += maturity_problems(spec.name, doc)
         if spec.adapter is None:

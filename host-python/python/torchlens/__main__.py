@@ -9,7 +9,9 @@ from typing import List, Optional
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchlens")
-    parser.add_argument("command", choices=["doctor"], help="doctor: what each backend's shipped scorecard says")
+    parser.add_argument(
+        "command", choices=["doctor"], help="doctor: what each backend's shipped scorecard says"
+    )
     parser.parse_args(argv)
     from .report import doctor
 

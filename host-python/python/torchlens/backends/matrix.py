@@ -37,7 +37,12 @@ def render() -> str:
     """The generated block of ``docs/backends.md``, markers included."""
     specs = _ordered()
     records = {spec.name: _record(spec) for spec in specs}
-    lines = [START, "", "| backend | aliases | maturity | framework | supported | CI pin | install extra |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        START,
+        "",
+        "| backend | aliases | maturity | framework | supported | CI pin | install extra |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for spec in specs:
         requirement = spec.requirement
         lines.append(

@@ -48,8 +48,10 @@ CAPABILITY_TASKS: Mapping[str, str] = {
 
 #: The feature table ("What works on each framework"): row title → the tasks it is made of.
 FEATURE_ROWS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("Select ops by function, module, both, and by influence",
-     ("select_by_function", "select_by_module", "select_both", "select_by_influence")),
+    (
+        "Select ops by function, module, both, and by influence",
+        ("select_by_function", "select_by_module", "select_both", "select_by_influence"),
+    ),
     ("Save only chosen ops", ("save_selected", "save_value_dependent", "save_temporal")),
     ("Stop the forward pass early", ("stop_after",)),
     ("Fast repeated recording (tl.record)", ("record",)),
@@ -152,7 +154,9 @@ def capability_summary(
 ) -> Dict[str, str]:
     """Capability flag → supported / unsupported / untested, from one scorecard record."""
     return {
-        capability: capability_state(bool(flags.get(capability, False)), task_cells(record, task), registered_codes)
+        capability: capability_state(
+            bool(flags.get(capability, False)), task_cells(record, task), registered_codes
+        )
         for capability, task in CAPABILITY_TASKS.items()
     }
 

@@ -43,7 +43,12 @@ class DoctorReport:
 
     def _repr_html_(self) -> str:
         cells = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(value)}</td>" for value in (row.key, row.status, row.details, row.suggestion)) + "</tr>"
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(value)}</td>"
+                for value in (row.key, row.status, row.details, row.suggestion)
+            )
+            + "</tr>"
             for row in self.rows
         )
         return (
@@ -64,7 +69,12 @@ def _row(spec) -> DoctorRow:
     supported = f"supported [{requirement.minimum}, {requirement.ceiling})"
     versions = f"pinned {requirement.pinned}, installed {installed or 'absent'}, {supported}"
     if scorecard is None or not scorecard.get("records"):
-        return DoctorRow(key, "not_tested", f"{spec.maturity}; no scorecard ships; {versions}", install if installed is None else "run the conformance suite in a checkout")
+        return DoctorRow(
+            key,
+            "not_tested",
+            f"{spec.maturity}; no scorecard ships; {versions}",
+            install if installed is None else "run the conformance suite in a checkout",
+        )
     version, record = record_for(scorecard, installed)
     tally = counts(record)
     details = (

@@ -61,14 +61,19 @@ def tamper_stale_sidecar(case: Case) -> None:
 
 @task("tamper_stripped_edit")
 def tamper_stripped_edit(case: Case) -> None:
-    edited = case.trace(intervene=tl.when(tl.func(case.model.func), tl.scale(3.0)))
+    # The edit record is stripped everywhere: from the op (what users and files see) and from
+    # the runtime's replay declaration, so the replacement claims to be what the op computed.
+    edited = case.trace(intervene=tl.when(tl.func(case.model.func), tl.add(1.0)))
     for op in _select(edited, tl.func(case.model.func)):
         op._info["edits"] = []
+        edited._runtime.edits.pop(op._info["value"], None)
     assert _rejected(edited)
 
 
 @task("tamper_forged_edit")
 def tamper_forged_edit(case: Case) -> None:
+    # An op of a plain run claims an edit that never fired: validation must not pass a trace
+    # whose record says a value was replaced when replay finds the plain value.
     trace = case.trace()
     target = _select(trace, tl.func(case.model.func))[0]
     target._info["edits"] = [("when(forged)", "scale(3.0)", "post")]

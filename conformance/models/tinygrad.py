@@ -1,4 +1,6 @@
-"""The standard models in tinygrad (plain classes holding ``tinygrad.nn`` layers)."""
+"""The standard models in tinygrad (plain classes holding ``tinygrad.nn`` layers). tinygrad
+records ``relu()`` as the ops it lowers to (``cmplt``, ``where``), so the chosen function is
+``where``."""
 
 from __future__ import annotations
 
@@ -71,10 +73,10 @@ def _grad_options(model: Any, args: tuple) -> Any:
 
 MODELS = BackendModels(
     models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "relu", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 2, 5, 5), "relu", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "relu", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "relu", "block"),
+        StandardModel("mlp", _build(Mlp, 0, 2, 3), "where", "fc1"),
+        StandardModel("cnn", _build(Cnn, 1, 1, 2, 5, 5), "where", "conv"),
+        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "where", "qkv"),
+        StandardModel("shared_module", _build(Shared, 3, 2, 4), "where", "block"),
     ),
     to_array=lambda array: Tensor(np.ascontiguousarray(array)),
     grad_options=_grad_options,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import torchlens as tl
-from torchlens.report import doctor as doctor_module
+from torchlens.report import backend_scorecards as doctor_module
 
 FRAMEWORKS = ("torch", "jax", "tensorflow", "mlx", "paddle", "tinygrad", "keras", "flax", "equinox")
 DETAILS = re.compile(

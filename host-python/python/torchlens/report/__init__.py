@@ -3,6 +3,6 @@ scorecard (no framework is imported)."""
 
 from __future__ import annotations
 
-from .doctor import DoctorReport, DoctorRow, doctor
+from .backend_scorecards import DoctorReport, DoctorRow, doctor
 
 __all__ = ["DoctorReport", "DoctorRow", "doctor"]

@@ -15,6 +15,7 @@ docs/backends.md, which the lockstep check holds to this result's static items).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 from typing import Callable, List, Optional, Tuple
@@ -79,17 +80,31 @@ def tamper_suite(backend: str, scorecard: dict) -> Item:
     tamper = {
         case: cell for case, cell in record["cells"].items() if case.split("/", 1)[1].startswith("tamper_")
     }
-    bad = [f"{case} {cell['status']}" for case, cell in tamper.items() if cell["status"] != "passed"]
+    # A tampering that needs a capability the backend refuses (a stripped edit record where
+    # edits are refused) cannot happen there: a typed refusal is not a miss.
+    bad = [
+        f"{case} {cell['status']}" for case, cell in tamper.items() if cell["status"] not in ("passed", "unsupported")
+    ]
+    refused = sum(cell["status"] == "unsupported" for cell in tamper.values())
     if bad:
         return False, "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
-    return True, f"{len(tamper)} tamper cells passed"
+    return True, f"{len(tamper) - refused} tamper cells passed, {refused} refused (capability not offered)"
 
 
-def _extra_specifiers(extra: str) -> List[str]:
+def _extra_requirements(extra: str) -> List[str]:
+    """The requirement strings of an install extra in pyproject.toml."""
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as handle:
         text = handle.read()
     match = re.search(rf"^{re.escape(extra)} = \[(.*?)\]$", text, re.M)
     return re.findall(r'"([^"]+)"', match.group(1)) if match else []
+
+
+def _not_admitted(extra: str, distributions: List[str], versions: List[str]) -> List[str]:
+    """The versions the extra's requirement on the framework does not admit."""
+    from packaging.requirements import Requirement
+
+    framework = [req for req in map(Requirement, _extra_requirements(extra)) if req.name.lower() in distributions]
+    return [version for version in versions if not any(req.specifier.contains(version) for req in framework)]
 
 
 def minimum_and_newest(backend: str, scorecard: dict) -> Item:
@@ -114,8 +129,11 @@ def minimum_and_newest(backend: str, scorecard: dict) -> Item:
     newest = max(records, key=lambda version: tuple(int(p) if p.isdigit() else 0 for p in version.split(".")))
     if newest not in passing:
         problems.append(f"the newest record {newest} has failed or not_run cells")
-    if not _extra_specifiers(framework["extra"]):
-        problems.append(f"pyproject.toml has no extra {framework['extra']!r}")
+    module = framework["module"]
+    distributions = [name.lower() for name in importlib.metadata.packages_distributions().get(module, ())]
+    refused = _not_admitted(framework["extra"], distributions + [module], at_minimum[:1] + [newest])
+    if refused:
+        problems.append(f"the extra torchlens[{framework['extra']}] does not admit {', '.join(refused)}")
     return (not problems), "; ".join(problems) or f"passing on {at_minimum[0]} and {newest}"
 
 

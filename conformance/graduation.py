@@ -37,6 +37,10 @@ def _pinned_record(scorecard: dict) -> Optional[dict]:
     return scorecard["records"].get(scorecard["framework"]["pinned"])
 
 
+def _no_pin_record(scorecard: dict) -> Item:
+    return False, f"no record for the pin {scorecard['framework']['pinned']}"
+
+
 def reproduced_on_pin(backend: str, scorecard: dict) -> Item:
     spec = tl.backends.get_spec(backend)
     installed = installed_version(spec.requirement.module)
@@ -53,7 +57,7 @@ def reproduced_on_pin(backend: str, scorecard: dict) -> Item:
 def no_failed_or_not_run(backend: str, scorecard: dict) -> Item:
     record = _pinned_record(scorecard)
     if record is None:
-        return False, f"no record for the pin {scorecard['framework']['pinned']}"
+        return _no_pin_record(scorecard)
     tally = counts(record)
     if tally.failed or tally.not_run:
         bad = [case for case, cell in record["cells"].items() if cell["status"] in ("failed", "not_run")]
@@ -64,7 +68,7 @@ def no_failed_or_not_run(backend: str, scorecard: dict) -> Item:
 def flags_proven(backend: str, scorecard: dict) -> Item:
     record = _pinned_record(scorecard)
     if record is None:
-        return False, f"no record for the pin {scorecard['framework']['pinned']}"
+        return _no_pin_record(scorecard)
     spec = tl.backends.get_spec(backend)
     summary = capability_summary(spec.capabilities, record, set(tl.backends.REFUSAL_CODES))
     untested = [flag for flag, state in summary.items() if state == "untested"]
@@ -76,14 +80,16 @@ def flags_proven(backend: str, scorecard: dict) -> Item:
 def tamper_suite(backend: str, scorecard: dict) -> Item:
     record = _pinned_record(scorecard)
     if record is None:
-        return False, f"no record for the pin {scorecard['framework']['pinned']}"
+        return _no_pin_record(scorecard)
     tamper = {
         case: cell for case, cell in record["cells"].items() if case.split("/", 1)[1].startswith("tamper_")
     }
     # A tampering that needs a capability the backend refuses (a stripped edit record where
     # edits are refused) cannot happen there: a typed refusal is not a miss.
     bad = [
-        f"{case} {cell['status']}" for case, cell in tamper.items() if cell["status"] not in ("passed", "unsupported")
+        f"{case} {cell['status']}"
+        for case, cell in tamper.items()
+        if cell["status"] not in ("passed", "unsupported")
     ]
     refused = sum(cell["status"] == "unsupported" for cell in tamper.values())
     if bad:
@@ -103,7 +109,9 @@ def _not_admitted(extra: str, distributions: List[str], versions: List[str]) -> 
     """The versions the extra's requirement on the framework does not admit."""
     from packaging.requirements import Requirement
 
-    framework = [req for req in map(Requirement, _extra_requirements(extra)) if req.name.lower() in distributions]
+    framework = [
+        req for req in map(Requirement, _extra_requirements(extra)) if req.name.lower() in distributions
+    ]
     return [version for version in versions if not any(req.specifier.contains(version) for req in framework)]
 
 

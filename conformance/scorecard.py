@@ -17,7 +17,7 @@ import sys
 from typing import List, Optional, Tuple
 
 import torchlens as tl
-from torchlens.backends.scorecard import shipped_path
+from torchlens.backends.scorecard import read_scorecard, shipped_path
 
 from .models import MODEL_NAMES
 from .runner import run_suite
@@ -33,11 +33,8 @@ def scorecard_path(backend: str) -> str:
 
 
 def load(backend: str) -> Optional[dict]:
-    path = scorecard_path(backend)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """The scorecard kept in the repository, or None."""
+    return read_scorecard(scorecard_path(backend))
 
 
 def dumps(scorecard: dict) -> str:

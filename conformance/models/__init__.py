@@ -6,10 +6,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 #: The standard models, in the order every scorecard lists them.
 MODEL_NAMES = ("mlp", "cnn", "attention", "shared_module")
+#: The submodule each standard model's module tasks pick (every backend names its layers so).
+MODULES = {"mlp": "fc1", "cnn": "conv", "attention": "qkv", "shared_module": "block"}
 
 
 @dataclass(frozen=True)
@@ -51,3 +53,21 @@ def grad_options_class(backend: str) -> Any:
     derived-gradient task then asks anyway, and the capability gate answers)."""
     package = importlib.import_module(f"torchlens.backends.{backend}")
     return getattr(package, "GradOptions", None)
+
+
+def standard_models(
+    builds: Mapping[str, Callable[[], Tuple[Any, tuple]]], func: str
+) -> Tuple[StandardModel, ...]:
+    """The four standard models from their builders (model name → builder), each calling
+    ``func`` and its submodule of :data:`MODULES`."""
+    return tuple(StandardModel(name, builds[name], func, MODULES[name]) for name in MODEL_NAMES)
+
+
+def input_grads(backend: str) -> Callable[[Any, tuple], Any]:
+    """A ``grad_options`` builder asking the backend's ``GradOptions`` for the gradient of the
+    first input after the parameters (the default loss, the sum of the outputs)."""
+
+    def build(model: Any, args: tuple) -> Any:
+        return grad_options_class(backend)(input_grad_argnums=(0,))
+
+    return build

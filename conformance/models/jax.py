@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import BackendModels, StandardModel, grad_options_class
+from . import BackendModels, input_grads, standard_models
 
 
 def _normal(rng: Any, *shape: int) -> jax.Array:
@@ -95,17 +95,16 @@ def _build(cls: type, seed: int, *shape: int) -> Any:
     return build
 
 
-def _grad_options(model: Any, args: tuple) -> Any:
-    return grad_options_class("jax")(input_grad_argnums=(0,))
-
-
 MODELS = BackendModels(
-    models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "max", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 2, 5, 5), "max", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "max", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "max", "block"),
+    models=standard_models(
+        {
+            "mlp": _build(Mlp, 0, 2, 3),
+            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
+            "attention": _build(Attention, 2, 1, 3, 4),
+            "shared_module": _build(Shared, 3, 2, 4),
+        },
+        "max",
     ),
     to_array=jnp.asarray,
-    grad_options=_grad_options,
+    grad_options=input_grads("jax"),
 )

@@ -8,7 +8,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from . import BackendModels, StandardModel, grad_options_class
+from . import BackendModels, input_grads, standard_models
 
 
 def _fixed(model: nn.Module, seed: int) -> nn.Module:
@@ -74,17 +74,16 @@ def _build(cls: type, seed: int, *shape: int) -> Any:
     return lambda: (_fixed(cls(), seed), (_input(seed + 100, *shape),))
 
 
-def _grad_options(model: Any, args: tuple) -> Any:
-    return grad_options_class("mlx")(input_grad_argnums=(0,))
-
-
 MODELS = BackendModels(
-    models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "relu", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 5, 5, 2), "relu", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "relu", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "relu", "block"),
+    models=standard_models(
+        {
+            "mlp": _build(Mlp, 0, 2, 3),
+            "cnn": _build(Cnn, 1, 1, 5, 5, 2),
+            "attention": _build(Attention, 2, 1, 3, 4),
+            "shared_module": _build(Shared, 3, 2, 4),
+        },
+        "relu",
     ),
     to_array=lambda array: mx.array(np.ascontiguousarray(array)),
-    grad_options=_grad_options,
+    grad_options=input_grads("mlx"),
 )

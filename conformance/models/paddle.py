@@ -9,7 +9,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
-from . import BackendModels, StandardModel, grad_options_class
+from . import BackendModels, input_grads, standard_models
 
 
 def _fixed(model: nn.Layer, seed: int) -> nn.Layer:
@@ -69,17 +69,16 @@ def _build(cls: type, seed: int, *shape: int) -> Any:
     return lambda: (_fixed(cls(), seed), (_input(seed + 100, *shape),))
 
 
-def _grad_options(model: Any, args: tuple) -> Any:
-    return grad_options_class("paddle")(input_grad_argnums=(0,))
-
-
 MODELS = BackendModels(
-    models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "relu", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 2, 5, 5), "relu", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "relu", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "relu", "block"),
+    models=standard_models(
+        {
+            "mlp": _build(Mlp, 0, 2, 3),
+            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
+            "attention": _build(Attention, 2, 1, 3, 4),
+            "shared_module": _build(Shared, 3, 2, 4),
+        },
+        "relu",
     ),
     to_array=lambda array: paddle.to_tensor(np.ascontiguousarray(array)),
-    grad_options=_grad_options,
+    grad_options=input_grads("paddle"),
 )

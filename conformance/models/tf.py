@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from . import BackendModels, StandardModel, grad_options_class
+from . import BackendModels, grad_options_class, standard_models
 
 
 def _fixed(model: keras.Model, seed: int, shape: tuple) -> keras.Model:
@@ -73,11 +73,14 @@ def _grad_options(model: Any, args: tuple) -> Any:
 
 
 MODELS = BackendModels(
-    models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "relu", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 5, 5, 2), "relu", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "relu", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "relu", "block"),
+    models=standard_models(
+        {
+            "mlp": _build(Mlp, 0, 2, 3),
+            "cnn": _build(Cnn, 1, 1, 5, 5, 2),
+            "attention": _build(Attention, 2, 1, 3, 4),
+            "shared_module": _build(Shared, 3, 2, 4),
+        },
+        "relu",
     ),
     to_array=lambda array: tf.constant(np.ascontiguousarray(array)),
     grad_options=_grad_options,

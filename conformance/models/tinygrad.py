@@ -10,7 +10,7 @@ import numpy as np
 import tinygrad.nn as nn
 from tinygrad import Tensor
 
-from . import BackendModels, StandardModel, grad_options_class
+from . import BackendModels, input_grads, standard_models
 
 
 def _weights(rng: Any, *shape: int) -> Tensor:
@@ -67,17 +67,16 @@ def _build(cls: type, seed: int, *shape: int) -> Any:
     return build
 
 
-def _grad_options(model: Any, args: tuple) -> Any:
-    return grad_options_class("tinygrad")(input_grad_argnums=(0,))
-
-
 MODELS = BackendModels(
-    models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "where", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 2, 5, 5), "where", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "where", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "where", "block"),
+    models=standard_models(
+        {
+            "mlp": _build(Mlp, 0, 2, 3),
+            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
+            "attention": _build(Attention, 2, 1, 3, 4),
+            "shared_module": _build(Shared, 3, 2, 4),
+        },
+        "where",
     ),
     to_array=lambda array: Tensor(np.ascontiguousarray(array)),
-    grad_options=_grad_options,
+    grad_options=input_grads("tinygrad"),
 )

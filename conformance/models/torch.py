@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import BackendModels, StandardModel, grad_options_class
+from . import BackendModels, grad_options_class, standard_models
 
 
 def _fixed(model: nn.Module, seed: int) -> nn.Module:
@@ -79,11 +79,14 @@ def _to_array(array: Any) -> Any:
 
 
 MODELS = BackendModels(
-    models=(
-        StandardModel("mlp", _build(Mlp, 0, 2, 3), "relu", "fc1"),
-        StandardModel("cnn", _build(Cnn, 1, 1, 2, 5, 5), "relu", "conv"),
-        StandardModel("attention", _build(Attention, 2, 1, 3, 4), "relu", "qkv"),
-        StandardModel("shared_module", _build(Shared, 3, 2, 4), "relu", "block"),
+    models=standard_models(
+        {
+            "mlp": _build(Mlp, 0, 2, 3),
+            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
+            "attention": _build(Attention, 2, 1, 3, 4),
+            "shared_module": _build(Shared, 3, 2, 4),
+        },
+        "relu",
     ),
     to_array=_to_array,
     grad_options=_grad_options,

@@ -71,13 +71,17 @@ def shipped_path(backend: str) -> str:
     return os.path.join(_HERE, backend, "scorecard.json")
 
 
-def shipped_scorecard(backend: str) -> Optional[dict]:
-    """The scorecard shipped with the package for ``backend``, or None when none ships."""
-    path = shipped_path(backend)
+def read_scorecard(path: str) -> Optional[dict]:
+    """The scorecard at ``path``, or None when there is none."""
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def shipped_scorecard(backend: str) -> Optional[dict]:
+    """The scorecard shipped with the package for ``backend``, or None when none ships."""
+    return read_scorecard(shipped_path(backend))
 
 
 def installed_version(module: str) -> Optional[str]:

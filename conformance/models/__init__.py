@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 #: The standard models, in the order every scorecard lists them.
 MODEL_NAMES = ("mlp", "cnn", "attention", "shared_module")
@@ -55,12 +55,31 @@ def grad_options_class(backend: str) -> Any:
     return getattr(package, "GradOptions", None)
 
 
+#: Each standard model's seed and input shape (channels first; ``channels_last`` moves the CNN's).
+INPUTS = {
+    "mlp": (0, (2, 3)),
+    "cnn": (1, (1, 2, 5, 5)),
+    "attention": (2, (1, 3, 4)),
+    "shared_module": (3, (2, 4)),
+}
+
+
 def standard_models(
-    builds: Mapping[str, Callable[[], Tuple[Any, tuple]]], func: str
+    build: Callable[[type, int, Tuple[int, ...]], Callable[[], Tuple[Any, tuple]]],
+    classes: Tuple[type, type, type, type],
+    func: str,
+    channels_last: bool = False,
 ) -> Tuple[StandardModel, ...]:
-    """The four standard models from their builders (model name → builder), each calling
-    ``func`` and its submodule of :data:`MODULES`."""
-    return tuple(StandardModel(name, builds[name], func, MODULES[name]) for name in MODEL_NAMES)
+    """The four standard models: ``classes`` in :data:`MODEL_NAMES` order, each built by
+    ``build(cls, seed, input_shape)`` (a builder), calling ``func`` and its submodule of
+    :data:`MODULES`."""
+    models = []
+    for name, cls in zip(MODEL_NAMES, classes):
+        seed, shape = INPUTS[name]
+        if channels_last and name == "cnn":
+            shape = (shape[0],) + shape[2:] + (shape[1],)
+        models.append(StandardModel(name, build(cls, seed, shape), func, MODULES[name]))
+    return tuple(models)
 
 
 def input_grads(backend: str) -> Callable[[Any, tuple], Any]:

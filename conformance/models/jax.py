@@ -87,7 +87,7 @@ class Shared(eqx.Module):
         return self.block(jnp.maximum(self.block(x), 0.0))
 
 
-def _build(cls: type, seed: int, *shape: int) -> Any:
+def _build(cls: type, seed: int, shape: tuple) -> Any:
     def build():
         rng = np.random.default_rng(seed)
         return cls(rng), (_normal(np.random.default_rng(seed + 100), *shape) * 2.0,)
@@ -96,15 +96,7 @@ def _build(cls: type, seed: int, *shape: int) -> Any:
 
 
 MODELS = BackendModels(
-    models=standard_models(
-        {
-            "mlp": _build(Mlp, 0, 2, 3),
-            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
-            "attention": _build(Attention, 2, 1, 3, 4),
-            "shared_module": _build(Shared, 3, 2, 4),
-        },
-        "max",
-    ),
+    models=standard_models(_build, (Mlp, Cnn, Attention, Shared), "max"),
     to_array=jnp.asarray,
     grad_options=input_grads("jax"),
 )

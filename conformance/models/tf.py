@@ -60,7 +60,7 @@ class Shared(keras.Model):
         return self.block(tf.nn.relu(self.block(x)))
 
 
-def _build(cls: type, seed: int, *shape: int) -> Any:
+def _build(cls: type, seed: int, shape: tuple) -> Any:
     def build():
         data = np.random.default_rng(seed + 100).standard_normal(shape).astype("float32")
         return _fixed(cls(), seed, shape), (tf.constant(data),)
@@ -73,15 +73,7 @@ def _grad_options(model: Any, args: tuple) -> Any:
 
 
 MODELS = BackendModels(
-    models=standard_models(
-        {
-            "mlp": _build(Mlp, 0, 2, 3),
-            "cnn": _build(Cnn, 1, 1, 5, 5, 2),
-            "attention": _build(Attention, 2, 1, 3, 4),
-            "shared_module": _build(Shared, 3, 2, 4),
-        },
-        "relu",
-    ),
+    models=standard_models(_build, (Mlp, Cnn, Attention, Shared), "relu", channels_last=True),
     to_array=lambda array: tf.constant(np.ascontiguousarray(array)),
     grad_options=_grad_options,
 )

@@ -59,7 +59,7 @@ class Shared:
         return self.block(self.block(x).relu())
 
 
-def _build(cls: type, seed: int, *shape: int) -> Any:
+def _build(cls: type, seed: int, shape: tuple) -> Any:
     def build():
         data = np.random.default_rng(seed + 100).standard_normal(shape).astype("float32")
         return cls(np.random.default_rng(seed)), (Tensor(data),)
@@ -68,15 +68,7 @@ def _build(cls: type, seed: int, *shape: int) -> Any:
 
 
 MODELS = BackendModels(
-    models=standard_models(
-        {
-            "mlp": _build(Mlp, 0, 2, 3),
-            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
-            "attention": _build(Attention, 2, 1, 3, 4),
-            "shared_module": _build(Shared, 3, 2, 4),
-        },
-        "where",
-    ),
+    models=standard_models(_build, (Mlp, Cnn, Attention, Shared), "where"),
     to_array=lambda array: Tensor(np.ascontiguousarray(array)),
     grad_options=input_grads("tinygrad"),
 )

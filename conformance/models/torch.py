@@ -64,7 +64,7 @@ class Shared(nn.Module):
         return self.block(torch.relu(self.block(x)))
 
 
-def _build(cls: type, seed: int, *shape: int) -> Any:
+def _build(cls: type, seed: int, shape: tuple) -> Any:
     return lambda: (_fixed(cls(), seed), (_input(seed + 100, *shape),))
 
 
@@ -79,15 +79,7 @@ def _to_array(array: Any) -> Any:
 
 
 MODELS = BackendModels(
-    models=standard_models(
-        {
-            "mlp": _build(Mlp, 0, 2, 3),
-            "cnn": _build(Cnn, 1, 1, 2, 5, 5),
-            "attention": _build(Attention, 2, 1, 3, 4),
-            "shared_module": _build(Shared, 3, 2, 4),
-        },
-        "relu",
-    ),
+    models=standard_models(_build, (Mlp, Cnn, Attention, Shared), "relu"),
     to_array=_to_array,
     grad_options=_grad_options,
 )

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import conformance_paths  # noqa: F401
 import pytest
+
+import torchlens as tl
 from conformance.models import models_of
 from conformance.runner import run_cell
 from conformance.scorecard import main
 from conformance.tasks import TASKS, Case, Task
-
-import torchlens as tl
 from torchlens.backends.scorecard import CAPABILITY_TASKS, FEATURE_ROWS
 from torchlens.errors import BackendUnsupportedError, SelectorMatchedNothingWarning
 

@@ -104,3 +104,18 @@ def test_the_terminal_table_and_the_command():
         env={**os.environ, "PYTHONPATH": PYTHONPATH},
     ).stdout
     assert "backend_scorecard:torch" in out and "backend_scorecard:jax" in out
+
+
+def test_the_capability_summary_is_exposed_per_backend_without_a_framework_import():
+    script = (
+        "import sys, torchlens as tl\n"
+        "summary = tl.backends.jax.capability_summary\n"
+        "print(summary['draw'], summary['intervene'], len(summary))\n"
+        f"print([name for name in {FRAMEWORKS!r} if name in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": PYTHONPATH}
+    ).stdout.splitlines()
+    assert out[-2] == f"supported unsupported {len(tl.backends.capability_names())}"
+    assert out[-1] == "[]"
+    assert dict(tl.backends.torch.capability_summary)["source_lines"] == "supported"

@@ -180,7 +180,15 @@ def grade(backend: str) -> List[Tuple[str, bool, str]]:
     if scorecard is None or shipped_scorecard(backend) != scorecard:
         reason = "no scorecard" if scorecard is None else "the shipped copy differs from scorecards/"
         return [(title, False, reason) for title, _ in ITEMS]
-    return [(title, *check(backend, scorecard)) for title, check in ITEMS]
+    return [(title, *_checked(check, backend, scorecard)) for title, check in ITEMS]
+
+
+def _checked(check: Callable[[str, dict], Item], backend: str, scorecard: dict) -> Item:
+    # An item that cannot be checked here fails with the reason; it never passes by default.
+    try:
+        return check(backend, scorecard)
+    except Exception as error:
+        return False, f"could not be checked: {type(error).__name__}: {error}"
 
 
 def graduation(backend: str) -> int:

@@ -114,7 +114,11 @@ def test_the_capability_summary_is_exposed_per_backend_without_a_framework_impor
         f"print([name for name in {FRAMEWORKS!r} if name in sys.modules])\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": PYTHONPATH}
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
     ).stdout.splitlines()
     assert out[-2] == f"supported unsupported {len(tl.backends.capability_names())}"
     assert out[-1] == "[]"

@@ -26,6 +26,7 @@ from torchlens.backends.scorecard import (
     counts,
     installed_version,
     shipped_scorecard,
+    version_key,
 )
 
 from .scorecard import ROOT, compare, load
@@ -134,7 +135,7 @@ def minimum_and_newest(backend: str, scorecard: dict) -> Item:
             f"no passing record on the supported minimum {framework['minimum']} "
             f"(records: {', '.join(records)})"
         )
-    newest = max(records, key=lambda version: tuple(int(p) if p.isdigit() else 0 for p in version.split(".")))
+    newest = max(records, key=version_key)
     if newest not in passing:
         problems.append(f"the newest record {newest} has failed or not_run cells")
     module = framework["module"]

@@ -40,7 +40,7 @@ def run_cell(case: Optional[Case], task: Task) -> dict:
             return {"status": "unsupported", "code": error.code}
         return {"status": "failed", "error": f"unregistered refusal code {error.code!r}"}
     except Exception as error:  # every other error is the task failing, recorded, never raised
-        return {"status": "failed", "error": f"{type(error).__name__}: {str(error)[:300]}"}
+        return _failed(error)
     return {"status": "passed"}
 
 
@@ -51,7 +51,16 @@ def run_suite(backend: str, fresh: bool = False) -> dict:
         return _RUNS[backend]
     spec = tl.backends.get_spec(backend)
     tl.backends.require_framework(spec)
-    protocol = tl.backends.get_backend(backend)
+    try:
+        protocol = tl.backends.get_backend(backend)
+    except BackendUnsupportedError:
+        raise
+    except Exception as error:
+        # The adapter does not load on this framework version: every cell failed, for that
+        # reason (a record of it, never a crash of the run).
+        return _record(
+            backend, spec, 0.0, dict.fromkeys(_case_ids(), _failed(error, "the adapter does not load: "))
+        )
     supplied = models_of(backend)
     by_name = {model.name: model for model in supplied.models} if supplied else {}
     started = time.perf_counter()
@@ -61,9 +70,21 @@ def run_suite(backend: str, fresh: bool = False) -> dict:
         case = Case(backend, supplied, model, protocol) if model is not None else None
         for name, task in TASKS.items():
             cells[f"{model_name}/{name}"] = run_cell(case, task)
+    return _record(backend, spec, time.perf_counter() - started, cells)
+
+
+def _case_ids() -> list:
+    return [f"{model_name}/{name}" for model_name in MODEL_NAMES for name in TASKS]
+
+
+def _failed(error: BaseException, prefix: str = "") -> dict:
+    return {"status": "failed", "error": f"{prefix}{type(error).__name__}: {str(error)[:300]}"}
+
+
+def _record(backend: str, spec: Any, seconds: float, cells: dict) -> dict:
     _RUNS[backend] = {
         "framework_version": installed_version(spec.requirement.module),
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(seconds, 1),
         "cells": cells,
     }
     return _RUNS[backend]

@@ -17,7 +17,7 @@ import sys
 from typing import List, Optional, Tuple
 
 import torchlens as tl
-from torchlens.backends.scorecard import read_scorecard, shipped_path
+from torchlens.backends.scorecard import read_scorecard, shipped_path, version_key
 
 from .models import MODEL_NAMES
 from .runner import run_suite
@@ -68,7 +68,7 @@ def write(backend: str) -> int:
     scorecard = declared(backend)
     records = dict(previous.get("records", {}))
     records[run["framework_version"]] = {"cells": run["cells"]}
-    scorecard["records"] = dict(sorted(records.items()))
+    scorecard["records"] = dict(sorted(records.items(), key=lambda item: version_key(item[0])))
     text = dumps(scorecard)
     for path in (scorecard_path(backend), shipped_path(backend)):
         os.makedirs(os.path.dirname(path), exist_ok=True)

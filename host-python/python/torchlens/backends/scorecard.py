@@ -104,11 +104,12 @@ def record_for(scorecard: dict, version: Optional[str] = None) -> Tuple[str, dic
     for candidate in (version, scorecard["framework"]["pinned"]):
         if candidate in records:
             return candidate, records[candidate]
-    newest = max(records, key=_version_key)
+    newest = max(records, key=version_key)
     return newest, records[newest]
 
 
-def _version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple:
+    """A sort key for dotted version strings (numeric parts compared as numbers)."""
     return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
 
 

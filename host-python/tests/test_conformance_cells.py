@@ -59,3 +59,27 @@ def test_graduation_prints_six_items_with_their_reasons(capsys):
     assert "no passing record on the supported minimum 2.0" in items[4]
     assert out[-1] == "torch: graduation not passed"
     assert tl.backends.get_spec("torch").maturity == "preview"
+
+
+def test_an_adapter_that_does_not_load_fails_every_cell_with_the_reason():
+    from conformance.runner import run_suite
+    from torchlens.backends import BackendSpec, FrameworkRequirement
+
+    spec = BackendSpec(
+        name="unloadable",
+        aliases=(),
+        maturity="preview",
+        requirement=FrameworkRequirement("numpy", "1.0", "3.0", "2.4.6", "numpy"),
+        adapter="torchlens_no_such_adapter:Adapter",
+    )
+    tl.backends.register_backend(spec)
+    try:
+        cells = run_suite("unloadable", fresh=True)["cells"]
+    finally:
+        tl.backends.unregister_backend("unloadable")
+    assert len(cells) == 4 * len(TASKS)
+    assert all(
+        cell["status"] == "failed"
+        and cell["error"].startswith("the adapter does not load: ModuleNotFoundError")
+        for cell in cells.values()
+    )

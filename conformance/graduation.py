@@ -124,16 +124,20 @@ def minimum_and_newest(backend: str, scorecard: dict) -> Item:
         for version, record in records.items()
         if not counts(record).failed and not counts(record).not_run
     ]
-    at_minimum = [
+    on_minimum = [
         version
-        for version in passing
+        for version in records
         if version == framework["minimum"] or version.startswith(framework["minimum"] + ".")
     ]
+    at_minimum = [version for version in on_minimum if version in passing]
     problems = []
-    if not at_minimum:
+    if not on_minimum:
         problems.append(
-            f"no passing record on the supported minimum {framework['minimum']} "
-            f"(records: {', '.join(records)})"
+            f"no record on the supported minimum {framework['minimum']} (records: {', '.join(records)})"
+        )
+    elif not at_minimum:
+        problems.append(
+            f"the record on the supported minimum ({', '.join(on_minimum)}) has failed or not_run cells"
         )
     newest = max(records, key=version_key)
     if newest not in passing:

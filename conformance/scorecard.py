@@ -18,6 +18,7 @@ from typing import List, Optional, Tuple
 
 import torchlens as tl
 from torchlens.backends.scorecard import read_scorecard, shipped_path, version_key
+from torchlens.errors import TorchLensError
 
 from .models import MODEL_NAMES
 from .runner import run_suite
@@ -133,9 +134,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     action.add_argument("--check", action="store_true")
     action.add_argument("--graduation", action="store_true")
     options = parser.parse_args(argv)
+    try:
+        names = [tl.backends.get_spec(backend).name for backend in options.backend]
+        for backend in names:
+            tl.backends.require_framework(tl.backends.get_spec(backend))
+    except TorchLensError as error:
+        # Bad input (an unknown backend, a framework not installed here): the typed error and
+        # its remedy, no traceback.
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     status = 0
-    for backend in options.backend:
-        backend = tl.backends.get_spec(backend).name
+    for backend in names:
         if options.write:
             status |= write(backend)
         elif options.check:

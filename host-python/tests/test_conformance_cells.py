@@ -83,3 +83,8 @@ def test_an_adapter_that_does_not_load_fails_every_cell_with_the_reason():
         and cell["error"].startswith("the adapter does not load: ModuleNotFoundError")
         for cell in cells.values()
     )
+
+
+def test_an_unknown_backend_is_a_typed_error_not_a_traceback(capsys):
+    assert main(["--backend", "caffe", "--check"]) == 2
+    assert "[backend_unknown]" in capsys.readouterr().err

@@ -20,6 +20,18 @@ DETAILS = re.compile(
 PYTHONPATH = os.pathsep.join(sys.path)
 
 
+def _python(*args: str) -> list:
+    """The stdout lines of a fresh Python process (this process's import path)."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
+    )
+    return done.stdout.strip().splitlines()
+
+
 def test_doctor_imports_no_framework():
     script = (
         "import sys, torchlens as tl\n"
@@ -27,14 +39,7 @@ def test_doctor_imports_no_framework():
         "str(report); report._repr_html_()\n"
         f"print([name for name in {FRAMEWORKS!r} if name in sys.modules])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": PYTHONPATH},
-    ).stdout
-    assert out.strip().splitlines()[-1] == "[]"
+    assert _python("-c", script)[-1] == "[]"
 
 
 def test_one_row_per_backend_in_the_spec_format():
@@ -96,13 +101,7 @@ def test_the_terminal_table_and_the_command():
     assert text.splitlines()[0].split() == ["key", "status", "details", "suggestion"]
     assert all(row.key in text for row in report.rows)
     assert "<table>" in report._repr_html_()
-    out = subprocess.run(
-        [sys.executable, "-m", "torchlens", "doctor"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": PYTHONPATH},
-    ).stdout
+    out = "\n".join(_python("-m", "torchlens", "doctor"))
     assert "backend_scorecard:torch" in out and "backend_scorecard:jax" in out
 
 
@@ -113,13 +112,7 @@ def test_the_capability_summary_is_exposed_per_backend_without_a_framework_impor
         "print(summary['draw'], summary['intervene'], len(summary))\n"
         f"print([name for name in {FRAMEWORKS!r} if name in sys.modules])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": PYTHONPATH},
-    ).stdout.splitlines()
+    out = _python("-c", script)
     assert out[-2] == f"supported unsupported {len(tl.backends.capability_names())}"
     assert out[-1] == "[]"
     assert dict(tl.backends.torch.capability_summary)["source_lines"] == "supported"

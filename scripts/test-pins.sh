@@ -22,6 +22,10 @@ leg() {
   fi
   "$venv/bin/python" -m pip install --quiet --force-reinstall "$wheels"/torchlens-*.whl
   (cd "$root/host-python/tests" && "$venv/bin/python" -m pytest -q -rs -m "$marker" "test_${marker}_"*.py)
+  # The conformance suite on the pin: --check against the pinned record (PINS_WRITE=1 writes
+  # it into scorecards/ and the package's copy instead).
+  (cd "$root" && "$venv/bin/python" -m tests.conformance.scorecard --backend "$name" \
+    "$([ "${PINS_WRITE:-0}" = 1 ] && echo --write || echo --check)")
 }
 
 rm -rf "$wheels"

@@ -289,10 +289,10 @@ def test_a_loaded_trace_reports_validation_unavailable(tmp_path):
 
 
 def test_the_capability_matrix_in_docs_matches_the_registry():
-    from torchlens.backends.matrix import render
+    from torchlens.backends.matrix import generated_block, render
 
     path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "backends.md")
     with open(path, encoding="utf-8") as handle:
-        assert handle.read() == render(), (
-            "regenerate with: python -m torchlens.backends.matrix > docs/backends.md"
+        assert generated_block(handle.read()) == render(), (
+            "regenerate with: python scripts/checks/backend_docs_lockstep.py --fix"
         )

@@ -6,7 +6,7 @@ Importing torchlens imports no framework: each backend imports its framework on 
 
 from __future__ import annotations
 
-from . import backends, debug, errors, options
+from . import backends, debug, errors, options, report
 from ._core import versions
 from .api import load, record, trace, validate
 from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
@@ -57,6 +57,7 @@ __all__ = [
     "options",
     "preceded_by",
     "record",
+    "report",
     "trace",
     "validate",
     "versions",

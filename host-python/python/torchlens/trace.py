@@ -114,7 +114,11 @@ class Op:
 
     @property
     def source(self) -> Optional[tuple]:
-        """``(file, line, function)`` of the user code that ran the op (torch only)."""
+        """``(file, line, function)`` of the user code that ran the op. A backend that does not
+        record source lines refuses (``BackendUnsupportedError``) rather than answer None."""
+        from .backends.gate import gate
+
+        gate(self._trace.spec, "source_lines")
         return self._info["source"]
 
     @property

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import BackendDeclarationWarning, BackendUnsupportedError
 from .gate import check_registration
+from .scorecard import CapabilitySummary
 from .spec import BackendSpec
 
 #: The entry-point group a package uses to declare an adapter: ``name = "module:SPEC"``.
@@ -40,6 +41,9 @@ def _discover() -> None:
     for entry in sorted(pkgutil.iter_modules(package.__path__), key=lambda module: module.name):
         if entry.ispkg and importlib.util.find_spec(f"{__package__}.{entry.name}.declaration"):
             spec = importlib.import_module(f"{__package__}.{entry.name}.declaration").SPEC
+            # tl.backends.<name>.capability_summary: what the shipped scorecard proves (read
+            # on first use, no framework import).
+            sys.modules[f"{__package__}.{entry.name}"].capability_summary = CapabilitySummary(spec.name)
             _BUILT_IN[spec.name] = spec
             _add(spec)
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):

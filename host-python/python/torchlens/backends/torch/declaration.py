@@ -29,7 +29,7 @@ def _detect(model: Any, inputs: Any) -> bool:
 SPEC = BackendSpec(
     name="torch",
     aliases=("pytorch",),
-    maturity="stable",
+    maturity="preview",
     requirement=FrameworkRequirement("torch", "2.0", "3.0", "2.15.0", "torch"),
     array_modules=("torch",),
     # Every capability not listed is False: a request for it refuses with its code.

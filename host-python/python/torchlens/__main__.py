@@ -1,0 +1,23 @@
+"""``python -m torchlens doctor``: the backend scorecard table of ``tl.report.doctor()``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchlens")
+    parser.add_argument(
+        "command", choices=["doctor"], help="doctor: what each backend's shipped scorecard says"
+    )
+    parser.parse_args(argv)
+    from .report import doctor
+
+    print(doctor())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The conformance suite against the shipped scorecards, for every built backend whose framework
+is installed (skipped, and reported, where it is not): ``--check`` passes, and every Yes and
+Partial cell of the feature table in docs/backends.md passes again when rerun. One suite run
+per backend serves both (the runner keeps it for the process)."""
+
+from __future__ import annotations
+
+import conformance_paths  # noqa: F401
+import pytest
+
+import torchlens as tl
+from conformance.runner import run_suite
+from conformance.scorecard import load, main
+from torchlens.backends.registry import built_in_specs
+from torchlens.backends.scorecard import FEATURE_ROWS, feature_cell, record_for, task_cells
+from torchlens.errors import BackendUnsupportedError
+
+
+def _built():
+    # Paddle before TensorFlow: importing paddle after tensorflow crashes paddle's extension.
+    return [
+        pytest.param(spec.name, marks=getattr(pytest.mark, spec.name))
+        for spec in sorted(built_in_specs(), key=lambda spec: spec.name)
+        if spec.adapter is not None
+    ]
+
+
+def _installed(name):
+    try:
+        tl.backends.require_framework(tl.backends.get_spec(name))
+    except BackendUnsupportedError as error:
+        pytest.skip(f"{name}: {error.message}")
+
+
+@pytest.mark.parametrize("name", _built())
+def test_the_scorecard_check_passes(name, capsys):
+    _installed(name)
+    status = main(["--backend", name, "--check"])
+    assert status == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", _built())
+def test_the_yes_and_partial_cells_pass_when_rerun(name):
+    _installed(name)
+    _, record = record_for(load(name))
+    run = run_suite(name)["cells"]
+    rerun = 0
+    for _title, tasks in FEATURE_ROWS:
+        word, _ = feature_cell(record, tasks)
+        if word not in ("Yes", "Partial"):
+            continue
+        for case, cell in record["cells"].items():
+            if case.split("/", 1)[1] in tasks and cell["status"] == "passed":
+                assert run[case]["status"] == "passed", (case, run[case])
+                rerun += 1
+    assert rerun > 0
+    assert all(task_cells(record, task) for _title, tasks in FEATURE_ROWS for task in tasks)

@@ -205,10 +205,14 @@ def save_value_dependent(case: Case) -> None:
 
 @task("save_temporal")
 def save_temporal(case: Case) -> None:
-    selector = tl.followed_by(tl.in_module(case.model.module), tl.func(case.model.func), within=3)
+    # The window spans each standard model (they are a few dozen ops), so the module's ops
+    # that some later op of the function follows are kept; the live decision must equal the
+    # selection on a full trace.
+    selector = tl.followed_by(tl.in_module(case.model.module), tl.func(case.model.func), within=50)
     trace = case.trace(save=selector)
     saved = _labels(op for op in _computed(trace) if op.saved)
     assert saved and saved <= _labels(_select(trace, tl.in_module(case.model.module)))
+    assert saved == _labels(_select(case.trace(), selector))
 
 
 @task("stop_after")
@@ -222,8 +226,7 @@ def stop_after(case: Case) -> None:
 
 
 def _recorded_value(recording: Any, label: str) -> Any:
-    values = getattr(recording, "values", recording)
-    return values[label]
+    return recording[label].out
 
 
 @task("record")

@@ -37,7 +37,7 @@ def test_a_cell_is_what_running_the_task_gave(case):
         return run
 
     assert run_cell(case, TASKS["capture"]) == {"status": "passed"}
-    assert run_cell(case, TASKS["intervene"]) == {"status": "unsupported", "code": "intervene_unsupported"}
+    assert run_cell(case, TASKS["streaming"]) == {"status": "unsupported", "code": "streaming_unsupported"}
     with pytest.warns(SelectorMatchedNothingWarning):
         failed = run_cell(
             case, Task("wrong", lambda case: tl.trace(*case.build()).select(tl.func("nothing"))[0])

@@ -55,9 +55,10 @@ def sweep_one(name: str) -> dict:
         "reason": status.reason,
         "first_failed_op": status.first_failed_op,
         "replayed": status.replayed,
-        "perturbation_proven": status.perturbation_proven,
-        "value_independent": status.value_independent,
-        "unverified_ops": status.unverified_ops,
+        # getattr: the script also times releases whose status lacks these counts.
+        "perturbation_proven": getattr(status, "perturbation_proven", None),
+        "value_independent": getattr(status, "value_independent", None),
+        "unverified_ops": getattr(status, "unverified_ops", []),
         "validation_seconds": seconds,
     }
 

@@ -22,9 +22,10 @@ import torchvision
 
 import torchlens as tl
 
-#: Input sides for models that need more than the default (ViT's position embedding is fixed;
+#: Input sides for models that need more than the default (ViT's position embedding is fixed,
+#: MaxViT's windows need 224;
 #: Inception's stem pools down to nothing below 75).
-SIDES: Dict[str, int] = {"inception_v3": 96, "googlenet": 64}
+SIDES: Dict[str, int] = {"inception_v3": 96, "googlenet": 64, "maxvit_t": 224}
 DEFAULT_SIDE = 64
 
 

@@ -388,7 +388,12 @@ def debug_dead_units(case: Case) -> None:
 def debug_input_shape(case: Case) -> None:
     model, args = case.build()
     guess = tl.debug.infer_input_shape(model)
-    assert tuple(guess.shape[1:]) == tuple(case.data(args).shape[1:])
+    data = case.data(args)
+    # The layer fixes one axis (channels, features); the other sizes are conventional, and
+    # the guess must run the model.
+    if guess.feature_axis is not None:
+        assert guess.shape[guess.feature_axis] == data.shape[guess.feature_axis]
+    case.trace(model, case.with_data(args, np.zeros(guess.shape, dtype=case.host(data).dtype)))
 
 
 # ---- gradients -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Diagnostics over a finished trace, on every backend: the first op whose saved value holds a
-NaN or an infinity, and units that never activate. Both read saved values through the
-backend's host view (``backend.to_numpy``), so they work the same on torch and JAX traces."""
+NaN or an infinity, and units that never activate (both read saved values through the
+backend's host view, ``backend.to_numpy``, so they work the same on every backend); and, for
+torch modules, a guess of the input shape (``infer_input_shape``)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,26 @@ def dead_units(trace: Trace, dim: int = 1, threshold: float = 0.0) -> List[DeadU
         dead = np.nonzero(moved.max(axis=1) <= threshold)[0]
         rows.append(DeadUnits(op.label, int(array.shape[axis]), int(dead.size), tuple(int(i) for i in dead)))
     return rows
+
+
+def infer_input_shape(model: Any, backend: Optional[str] = None) -> Any:
+    """Proposes an input shape for a model from its first layer (a convolution's channels, a
+    linear or recurrent layer's features, an attention layer's width, an embedding's token ids),
+    confirmed by one forward on zeros. PyTorch only (the spec reserves it): another framework's
+    model refuses with ``capability_unsupported``; a torch model whose first layer does not tell
+    refuses with ``input_shape_unknown``. Returns an
+    :class:`~torchlens.backends.torch.input_shape.InputShapeGuess` (``.shape``, ``.reason``)."""
+    from .backends import resolve
+    from .errors import BackendUnsupportedError
+
+    spec = resolve(model, (), backend)
+    if spec.name != "torch":
+        raise BackendUnsupportedError(
+            f"guessing an input shape reads torch layers; the {spec.name} backend has no equivalent",
+            "capability_unsupported",
+            "pass an example input yourself (tl.trace(model, x))",
+            framework=spec.name,
+        )
+    from .backends.torch.input_shape import infer_input_shape as infer
+
+    return infer(model)

@@ -192,6 +192,31 @@ pub const REFUSAL_CODES: &[RefusalCode] = &[
         "the selector matches ops the wrap layer never sees",
     ),
     refusal(
+        "tf_keras_backend_mismatch",
+        "tf",
+        "a Keras model on a Keras backend other than TensorFlow",
+    ),
+    refusal(
+        "tf_keras_unbuildable",
+        "tf",
+        "a Keras model that cannot be built before the capture",
+    ),
+    refusal(
+        "tf_variable_write",
+        "tf",
+        "a variable write (assign, batch norm in training) inside the forward",
+    ),
+    refusal(
+        "tf_payload_unencodable",
+        "tf",
+        "a string, resource or variant payload has no array encoding",
+    ),
+    refusal(
+        "tf_graph_only_intervene",
+        "tf",
+        "intervene= on a graph-only entry (a frozen graph)",
+    ),
+    refusal(
         "tinygrad_assign",
         "tinygrad",
         "Tensor.assign or replace inside the capture",
@@ -229,6 +254,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
         "constant_producer_leaf",
         "a constant is read as a leaf, not replayed",
     ),
+    reason(
+        "control_flow_region",
+        "a control-flow op (While, If) recorded as one region",
+    ),
     reason("input_leaf", "a model input is a leaf"),
     reason(
         "loaded_trace_runtime_capture_stripped",
@@ -263,6 +292,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
         "payload_not_saved",
         "the op's or a parent's value was not saved",
     ),
+    reason(
+        "predict_loop_region",
+        "a Model.predict loop (batching, data pipeline) around the imported forward",
+    ),
     reason("replay_failed", "re-running the op raised"),
     reason(
         "replay_matched",
@@ -271,5 +304,9 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
     reason(
         "replay_mismatch",
         "the op, re-run from its parents' saved values, differs",
+    ),
+    reason(
+        "unresolved_producer",
+        "the op reads a value no recorded op, input or constant produced",
     ),
 ];

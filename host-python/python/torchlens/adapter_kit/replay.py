@@ -380,7 +380,7 @@ class _Replayer:
         literals = _numeric_literals((record.args, record.kwargs))
         for reference in distinct:
             array = hosts[id(reference)]
-            if array is None or array.size == 0 or array.dtype.kind not in "biufc":
+            if array is None or array.size == 0 or array.dtype.kind in "SUO":
                 continue  # nothing to change (strings and objects have no numeric perturbation)
             dtype = self.dtype_of(reference)
             others = [hosts[id(other)] for other in distinct if other is not reference]

@@ -153,6 +153,23 @@ def _paddle_triggers():
 TF_TRIGGERED = {
     "tf_graph_only_grad": ("test_tf_grads.py", "test_a_graph_only_entry_refuses_grad_options_before_it_runs"),
     "tf_intervene_unreachable": ("test_tf_edits.py", "test_an_op_outside_the_wrap_layer_is_unreachable"),
+    "tf_graph_only_intervene": (
+        "test_tf_refusals.py",
+        "test_graph_only_entries_refuse_edits_and_object_module_before_they_run",
+    ),
+    "tf_keras_backend_mismatch": (
+        "test_tf_refusals.py",
+        "test_a_keras_model_on_another_keras_backend_refuses_before_it_runs",
+    ),
+    "tf_keras_unbuildable": (
+        "test_tf_refusals.py",
+        "test_an_unbuilt_keras_model_it_cannot_build_refuses_before_it_builds",
+    ),
+    "tf_payload_unencodable": ("test_tf_capture.py", "test_a_string_payload_refuses_to_save"),
+    "tf_variable_write": (
+        "test_tf_refusals.py",
+        "test_a_batch_norm_training_call_refuses_before_the_model_runs",
+    ),
 }
 
 

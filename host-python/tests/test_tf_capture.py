@@ -156,9 +156,11 @@ def test_a_string_payload_refuses_to_save(tf, tmp_path):
         return tf.strings.as_string(x)
 
     trace = tl.trace(fn, tf.constant([1.0, 2.0]), backend="tf")
+    path = tmp_path / "trace.tlspec"
     with pytest.raises(tl.errors.BackendUnsupportedError) as caught:
-        trace.save(str(tmp_path / "trace.tlspec"))
-    assert caught.value.code == "capability_unsupported" and caught.value.remedy
+        trace.save(str(path))
+    assert caught.value.code == "tf_payload_unencodable" and caught.value.remedy
+    assert not path.exists()  # refused before anything was written
 
 
 def test_nan_finder_and_dead_units_work(tf):

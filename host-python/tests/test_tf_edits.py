@@ -114,3 +114,15 @@ def test_each_edit_refusal_fires_before_the_model_runs(tf, models, code):
         del model.call
     assert caught.value.code == code and caught.value.remedy
     assert not calls
+
+
+@pytest.mark.parametrize("selector", ["func", "module"])
+def test_a_shape_changing_replacement_refuses_and_returns_no_trace(tf, models, selector):
+    from torchlens.adapter_kit.session import open_session_count
+
+    model, x = models.mlp()
+    where = tl.func("relu") if selector == "func" else tl.module("layers.0")
+    with pytest.raises(tl.errors.TorchLensError) as caught:
+        tl.trace(model, x, backend="tf", intervene=tl.when(where, lambda value: tf.concat([value, value], 0)))
+    assert caught.value.code == "edit_shape_changed" and caught.value.remedy
+    assert open_session_count() == 0

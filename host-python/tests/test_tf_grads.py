@@ -103,3 +103,20 @@ def test_a_graph_only_entry_refuses_grad_options_before_it_runs(tf):
         )
     assert caught.value.code == "tf_graph_only_grad" and caught.value.remedy
     assert not calls
+
+
+def test_param_grad_mirrors_the_derived_gradient_on_every_access(tf, models):
+    model, x = models.mlp()
+    options = tl.backends.tf.GradOptions(loss_fn=lambda output: tf.reduce_sum(output))
+    trace = tl.trace(model, x, backend="tf", capture=CaptureOptions(grad_options=options))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x))
+    expected = tape.gradient(loss, model.trainable_variables)
+    params = trace.params
+    assert trace.params["layers.0.kernel"] is params["layers.0.kernel"]
+    for address, gradient in zip(
+        ["layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"], expected
+    ):
+        assert params[address].grad is trace.autograd.derived_grads[f"params.{address}"]
+        np.testing.assert_allclose(trace.params[address].grad.numpy(), gradient.numpy(), rtol=1e-5, atol=1e-6)
+    assert tl.trace(model, x, backend="tf").params["layers.0.kernel"].grad is None

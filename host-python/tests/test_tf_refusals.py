@@ -7,6 +7,7 @@ TensorFlow is imported inside the fixtures, never at collection (see test_tf_cap
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import torchlens as tl
@@ -53,7 +54,7 @@ DOOR_TRIGGERS = {
         m, x, backend="tf", save=tl.followed_by(tl.func("matmul"), tl.func("relu"))
     ),
     # intervene= on a graph-only entry (the frozen graph cannot be edited).
-    "capability_unsupported": lambda m, x: tl.trace(
+    "tf_graph_only_intervene": lambda m, x: tl.trace(
         _tf().function(m), x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())
     ),
     "streaming_unsupported": lambda m, x: tl.trace(
@@ -110,7 +111,7 @@ def test_an_unbuilt_keras_model_it_cannot_build_refuses_before_it_builds(tf):
     model = TwoInputs()
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(model, (tf.ones((1, 2)), tf.ones((1, 3))), backend="tf")
-    assert caught.value.code == "capability_unsupported" and "build" in caught.value.remedy
+    assert caught.value.code == "tf_keras_unbuildable" and "build" in caught.value.remedy
     assert not model.fc.built and not model.weights
 
 
@@ -125,7 +126,7 @@ def test_graph_only_entries_refuse_edits_and_object_module_before_they_run(tf):
     x = tf.ones((2,))
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(fn, x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate()))
-    assert caught.value.code == "capability_unsupported" and "graph-only" in caught.value.message
+    assert caught.value.code == "tf_graph_only_intervene" and "graph-only" in caught.value.message
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(fn, x, backend="tf", capture=CaptureOptions(module_identity_mode="object_module"))
     assert caught.value.code == "option_unsupported"
@@ -166,7 +167,7 @@ def test_a_variable_write_in_the_forward_refuses(tf):
 
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(writes, tf.ones((2,)), backend="tf")
-    assert caught.value.code == "capability_unsupported" and "variable" in caught.value.message
+    assert caught.value.code == "tf_variable_write" and "variable" in caught.value.message
     assert open_session_count() == 0
 
 
@@ -191,7 +192,7 @@ def test_a_keras_model_on_another_keras_backend_refuses_before_it_runs():
         "try:\n"
         "    tl.trace(model, tf.ones((1, 3)), backend='tf')\n"
         "except BackendUnsupportedError as error:\n"
-        "    assert error.code == 'capability_unsupported' and 'KERAS_BACKEND' in error.remedy, error\n"
+        "    assert error.code == 'tf_keras_backend_mismatch' and 'KERAS_BACKEND' in error.remedy, error\n"
         "    assert not model.built\n"
         "else:\n"
         "    raise SystemExit('no refusal')\n"
@@ -212,3 +213,72 @@ def test_refusal_codes_are_registered(tf):
     from torchlens.backends.tf.refusals import CODES
 
     assert set(CODES) <= tl.backends.REFUSAL_CODES
+
+
+def _keras_with(tf, layer):
+    """A built Keras model around one layer that counts its calls."""
+    import keras
+
+    class Model(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = keras.layers.Dense(3)
+            self.inner = layer
+            self.calls = 0
+
+        def call(self, x, training=False):
+            self.calls += 1
+            return self.inner(self.fc(x), training=training)
+
+    model = Model()
+    model(tf.ones((2, 3)))
+    model.calls = 0
+    return model
+
+
+def test_a_batch_norm_training_call_refuses_before_the_model_runs(tf):
+    import keras
+
+    model = _keras_with(tf, keras.layers.BatchNormalization())
+    moving_mean = model.inner.moving_mean.numpy().copy()
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(model, tf.ones((2, 3)), {"training": True}, backend="tf")
+    assert caught.value.code == "tf_variable_write" and "moving statistics" in caught.value.message
+    assert caught.value.remedy
+    assert model.calls == 0
+    np.testing.assert_array_equal(model.inner.moving_mean.numpy(), moving_mean)
+    assert open_session_count() == 0
+    # In inference mode the same model traces (batch norm reads its statistics).
+    assert tl.trace(model, tf.ones((2, 3)), {"training": False}, backend="tf").validate_forward_pass() is True
+
+
+def test_a_dropout_training_call_refuses_before_the_model_runs(tf):
+    import keras
+
+    model = _keras_with(tf, keras.layers.Dropout(0.5))
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(model, tf.ones((2, 3)), {"training": True}, backend="tf")
+    assert caught.value.code == "rng_state_in_graph" and "Dropout" in caught.value.message
+    assert model.calls == 0 and open_session_count() == 0
+
+
+@pytest.mark.parametrize(
+    "code, op_type",
+    [("tf_variable_write", "AssignAddVariableOp"), ("rng_state_in_graph", "RandomStandardNormal")],
+)
+def test_a_graph_only_entry_that_writes_or_draws_refuses_before_it_runs(tf, code, op_type):
+    counter = tf.Variable(0.0)
+    draws = code == "rng_state_in_graph"
+
+    @tf.function
+    def entry(x):
+        if draws:
+            x = x + tf.random.normal(tf.shape(x))
+        counter.assign_add(1.0)
+        return x * 2.0
+
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(entry, tf.ones((2,)), backend="tf")
+    assert caught.value.code == code and op_type in caught.value.message and caught.value.remedy
+    assert counter.numpy() == 0.0  # the graph was traced, never run
+    assert open_session_count() == 0

@@ -193,6 +193,31 @@ pub const REFUSAL_CODES: &[RefusalCode] = &[
         "the selector matches ops the wrap layer never sees",
     ),
     refusal(
+        "tf_keras_backend_mismatch",
+        "tf",
+        "a Keras model on a Keras backend other than TensorFlow",
+    ),
+    refusal(
+        "tf_keras_unbuildable",
+        "tf",
+        "a Keras model that cannot be built before the capture",
+    ),
+    refusal(
+        "tf_variable_write",
+        "tf",
+        "a variable write (assign, batch norm in training) inside the forward",
+    ),
+    refusal(
+        "tf_payload_unencodable",
+        "tf",
+        "a string, resource or variant payload has no array encoding",
+    ),
+    refusal(
+        "tf_graph_only_intervene",
+        "tf",
+        "intervene= on a graph-only entry (a frozen graph)",
+    ),
+    refusal(
         "tinygrad_assign",
         "tinygrad",
         "Tensor.assign or replace inside the capture",
@@ -234,6 +259,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
         "edit_declaration_mismatch",
         "the op's declared edits disagree with the trace's edit records",
     ),
+    reason(
+        "control_flow_region",
+        "a control-flow op (While, If) recorded as one region",
+    ),
     reason("input_leaf", "a model input is a leaf"),
     reason(
         "loaded_trace_runtime_capture_stripped",
@@ -272,6 +301,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
         "perturbation_inconclusive",
         "the op replays exactly, but no perturbation of its parents moved it",
     ),
+    reason(
+        "predict_loop_region",
+        "a Model.predict loop (batching, data pipeline) around the imported forward",
+    ),
     reason("replay_failed", "re-running the op raised"),
     reason(
         "replay_matched",
@@ -284,5 +317,9 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
     reason(
         "replay_mismatch",
         "the op, re-run from its parents' saved values, differs",
+    ),
+    reason(
+        "unresolved_producer",
+        "the op reads a value no recorded op, input or constant produced",
     ),
 ];

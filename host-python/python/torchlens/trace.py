@@ -249,10 +249,12 @@ class Module:
 
 
 class Param:
-    """A parameter of the model."""
+    """A parameter of the model. ``grad`` is its derived gradient, when the trace's backend
+    derived one (``trace.autograd.derived_grads["params.<address>"]``), else None."""
 
-    def __init__(self, info: Dict[str, Any]) -> None:
+    def __init__(self, info: Dict[str, Any], trace: Optional[Trace] = None) -> None:
         self._info = info
+        self._trace = trace
 
     address = property(lambda self: self._info["address"])
     module = property(lambda self: self._info["module"])
@@ -263,6 +265,15 @@ class Param:
     @property
     def num_users(self) -> int:
         return len(self._info["users"])
+
+    @property
+    def grad(self) -> Any:
+        """The derived gradient of the loss with respect to this parameter (a framework array),
+        or None where none was derived. Read from the trace, so it is the same on every
+        access and for every ``Param`` object of one address."""
+        if self._trace is None:
+            return None
+        return self._trace.autograd.derived_grads.get(f"params.{self.address}")
 
     def __repr__(self) -> str:
         return f"<Param {self.address} {list(self.shape)} {self.dtype}>"
@@ -376,6 +387,7 @@ class Trace:
         self._backend = backend
         self._manifest = manifest or {}
         self._ops: Optional[List[Op]] = None
+        self._params: Optional[Dict[str, Param]] = None
         self._info: Optional[dict] = None
         #: Gradients a backend derived for this trace (empty unless asked for).
         self.autograd = Autograd()
@@ -424,7 +436,11 @@ class Trace:
 
     @property
     def params(self) -> Dict[str, Param]:
-        return {info["address"]: Param(info) for info in self._native.params()}
+        """Every parameter by address; the ``Param`` objects are built once per trace (the same
+        object on every access)."""
+        if self._params is None:
+            self._params = {info["address"]: Param(info, self) for info in self._native.params()}
+        return dict(self._params)
 
     @property
     def inputs(self) -> List[Op]:

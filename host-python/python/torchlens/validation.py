@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 FINAL_STATES = ("passed", "failed")
+
+#: Decision reasons of a region replay cannot check per op: an effect region (a stateful op, a
+#: control-flow op, a ``Model.predict`` loop). Every other not-replayable decision is a pure op
+#: left unverified (no saved payload, no perturbable parent, an unresolved producer).
+EFFECT_REGION_REASONS = frozenset({"opaque_region", "control_flow_region", "predict_loop_region"})
+
+#: The reason of an op that reads a value no recorded op, input or constant produced.
+UNRESOLVED_PRODUCER = "unresolved_producer"
 
 
 class ValidationStatus:
@@ -40,6 +48,17 @@ class ValidationStatus:
         self.unverified: int = len(self.unverified_ops)
         # Ops that replayed exactly but no perturbation moved were re-run too.
         self.replayed += sum(1 for _, _, reason in decisions if reason == "perturbation_inconclusive")
+        #: Unverified ops that are effect regions (:data:`EFFECT_REGION_REASONS`).
+        self.effect_regions: int = sum(
+            1 for _, reason in self.unverified_ops if reason in EFFECT_REGION_REASONS
+        )
+        #: Unverified ops outside effect regions: pure ops replay could not prove. Either count
+        #: above zero keeps the state from ``passed`` (unverified is not a pass).
+        self.pure_unverified: int = self.unverified - self.effect_regions
+        #: Labels of ops that read (or are) a value whose producer was never recorded.
+        self.unresolved_producers: List[str] = [
+            label for label, reason in self.unverified_ops if reason == UNRESOLVED_PRODUCER
+        ]
 
     @property
     def passed(self) -> bool:
@@ -58,9 +77,25 @@ class ValidationStatus:
             )
         return self.state == "passed"
 
+    def counts(self) -> Dict[str, int]:
+        """``replayed``, ``failed``, ``pure_unverified`` and ``effect_regions`` in one dict."""
+        return {
+            "replayed": self.replayed,
+            "failed": self.failed,
+            "pure_unverified": self.pure_unverified,
+            "effect_regions": self.effect_regions,
+        }
+
     def __repr__(self) -> str:
         where = f", first failure at {self.first_failed_op}" if self.first_failed_op else ""
-        return f"<ValidationStatus {self.state} ({self.reason}){where}>"
+        unresolved = (
+            f", unresolved producers at {self.unresolved_producers}" if self.unresolved_producers else ""
+        )
+        return (
+            f"<ValidationStatus {self.state} ({self.reason}){where}{unresolved}: "
+            f"{self.replayed} replayed, {self.pure_unverified} pure unverified, "
+            f"{self.effect_regions} effect regions>"
+        )
 
 
 def fold(decisions: List[Tuple[int, str, str]], labels: List[str], runtime_available: bool = True) -> Any:

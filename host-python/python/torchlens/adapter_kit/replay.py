@@ -12,6 +12,10 @@
    perturbation moves is unverified (``perturbation_inconclusive``), as is one with tensor
    arguments of which none can be perturbed (``no_perturbable_parent``): the status folds to
    unverified, never to a silent pass and never to a false failure.
+4. Self-consistency first: an op that is, or reads, a value whose producer the capture never
+   recorded (``ReplayRuntime.unresolved``, or a reference naming no value of the trace) is
+   ``not_replayable`` with ``unresolved_producer``; an opaque record reports its
+   ``region_reason``. The status counts these apart (``pure_unverified``, ``effect_regions``).
 
 Records, values and the stop frontier are keyed by the adapter's own value ids; the op a value
 belongs to comes from the trace (``op._info["value"]``). The core folds the decisions."""
@@ -19,7 +23,7 @@ belongs to comes from the trace (``op._info["value"]``). The core folds the deci
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from .value_independence import value_independent
 
@@ -75,6 +79,9 @@ class ReplayRecord:
     output_index: Optional[int] = None
     opaque: bool = False
     seam: bool = False
+    #: The validation reason an ``opaque`` record reports (``control_flow_region`` for a
+    #: While/If, ``predict_loop_region`` for a ``Model.predict`` loop).
+    region_reason: str = "opaque_region"
 
 
 @dataclass
@@ -93,6 +100,10 @@ class ReplayRuntime:
     edits: Dict[int, Tuple[Tuple[Any, ...], Any]] = field(default_factory=dict)
     #: The capture request the trace came from (what ``trace.fork().do(...)`` runs again).
     request: Any = None
+    #: Value ids whose producer the capture never recorded (a value that left the framework
+    #: and came back, an op the capture could not see): each such value, and every op reading
+    #: one, is ``not_replayable`` with reason ``unresolved_producer``.
+    unresolved: Set[int] = field(default_factory=set)
 
 
 def argument_template(
@@ -265,6 +276,19 @@ class _Replayer:
         store = self.runtime.params if isinstance(reference, ParamRef) else self.values
         return reference.value in store
 
+    def unresolved(self, value_id: int, arguments: List[ValueRef]) -> bool:
+        """Callback self-consistency: the value, or an argument of its op, has no recorded
+        producer (the capture marked it, or the reference names no value of the trace)."""
+        unresolved = self.runtime.unresolved
+        if value_id in unresolved:
+            return True
+        for reference in arguments:
+            if reference.value in unresolved:
+                return True
+            if not isinstance(reference, ParamRef) and reference.value not in self.dtypes:
+                return True
+        return False
+
     def run(self, record: ReplayRecord, override: Optional[Tuple[ValueRef, Any]] = None) -> Any:
         find = self.lookup(override)
         return self.adapter.run_op(record, fill(record.args, find), fill(record.kwargs, find))
@@ -391,9 +415,11 @@ class _Replayer:
         record = self.runtime.records.get(value_id) if value_id is not None else None
         if record is None:
             return "not_replayable", "payload_not_saved"
-        if record.opaque:
-            return "not_replayable", "opaque_region"
         arguments = references((record.args, record.kwargs))
+        if self.unresolved(value_id, arguments):
+            return "not_replayable", "unresolved_producer"
+        if record.opaque:
+            return "not_replayable", record.region_reason
         if value_id not in self.values or not all(self.available(ref) for ref in arguments):
             return "not_replayable", "payload_not_saved"
         expected = self.values[value_id]
@@ -416,8 +442,8 @@ class _Replayer:
         literals = _numeric_literals((record.args, record.kwargs))
         for reference in distinct:
             array = hosts[id(reference)]
-            if array is None or array.size == 0:
-                continue
+            if array is None or array.size == 0 or array.dtype.kind in "SUO":
+                continue  # nothing to change (strings and objects have no numeric perturbation)
             dtype = self.dtype_of(reference)
             others = [hosts[id(other)] for other in distinct if other is not reference]
             others = [other for other in others if other is not None] + literals
@@ -506,7 +532,10 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
         if kind == "input":
             decisions.append((op.index, "leaf", "input_leaf"))
         elif kind in ("constant", "buffer"):
-            decisions.append((op.index, "leaf", "constant_producer_leaf"))
+            if op._info.get("value") in runtime.unresolved:
+                decisions.append((op.index, "not_replayable", "unresolved_producer"))
+            else:
+                decisions.append((op.index, "leaf", "constant_producer_leaf"))
         else:
             outcome, reason = replayer.decide(op)
             decisions.append((op.index, outcome, reason))

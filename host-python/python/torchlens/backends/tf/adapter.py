@@ -16,7 +16,7 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
-from . import refusals
+from . import prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
 from .dtypes import DENSE, neutral_name, tf_dtype
 
@@ -67,12 +67,7 @@ class TFAdapter(BackendProtocol):
         refusals.keras_backend(model)
         if refusals.is_graph_only(model) and tf.executing_eagerly():
             if request.interventions or request.stop_after is not None:
-                raise refusals.refuse(
-                    "intervene= needs the eager call; a graph-only entry runs as a frozen graph "
-                    "(imported by the FuncGraph static importer, which cannot edit values)",
-                    "capability_unsupported",
-                    "trace the eager model or the undecorated Python function to edit values",
-                )
+                raise refusals.graph_only_intervene()
             if options.module_identity_mode == "object_module":
                 raise refusals.option(
                     "graph-only entries have no module attribution (function_root only)",
@@ -81,6 +76,7 @@ class TFAdapter(BackendProtocol):
             from .funcgraph import capture as capture_graph
 
             return capture_graph(self, request, TFRuntime)
+        prescan.keras_training_call(model, request.kwargs)
         built_here = _build_keras(model, request.args, request.kwargs)
         refusals.root(model)
         is_root_module = is_module(model)
@@ -132,6 +128,8 @@ class TFAdapter(BackendProtocol):
                 session.output(name, recorder.id_of(tensor))
             if recorder.opaque:
                 session.extra("provenance.tf_opaque_ops", str(recorder.opaque))
+            if recorder.unresolved:
+                session.extra("provenance.tf_unresolved_producers", str(len(recorder.unresolved)))
             # What replay can check: pure ops re-run through tf.raw_ops, and effect regions.
             session.extra(
                 "provenance.tf_replayable_ops",
@@ -147,6 +145,7 @@ class TFAdapter(BackendProtocol):
                 args=request.args,
                 kwargs=request.kwargs,
                 param_addresses=recorder.param_addresses,
+                unresolved=recorder.unresolved,
             )
             if edits is not None:
                 edits.prepare_runtime(runtime)
@@ -166,7 +165,11 @@ class TFAdapter(BackendProtocol):
         return apply_natively(self, action, value)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
-        return model(*args, **kwargs)
+        output = model(*args, **kwargs)
+        if refusals.keras_predict_owner(model) is not None:
+            # predict returns host NumPy arrays: compared as tensors.
+            output = tf.nest.map_structure(tf.convert_to_tensor, output)
+        return output
 
     def output_leaves(self, output: Any) -> List[Any]:
         return tensors_of(output)
@@ -206,11 +209,7 @@ class TFAdapter(BackendProtocol):
             value = value.read_value()
         dtype = neutral_name(value.dtype)
         if dtype not in DENSE:
-            raise refusals.refuse(
-                f"a {dtype} payload has no array encoding in a .tlspec",
-                "capability_unsupported",
-                "save only dense numeric and bool values (save=tl.func(...) or tl.module(...))",
-            )
+            raise refusals.unencodable_payload(dtype)
         if dtype == "bfloat16":
             return payload_bytes(tf.bitcast(value, tf.uint16).numpy())
         return payload_bytes(value.numpy())

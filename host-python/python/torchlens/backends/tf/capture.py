@@ -17,29 +17,21 @@ from __future__ import annotations
 import inspect
 import re
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import tensorflow as tf
-from tensorflow.python.framework import op_callbacks, op_def_registry
+from tensorflow.python.framework import op_callbacks, op_def_registry, ops
 
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from torchlens.adapter_kit.structures import arrays_in
 
-from . import refusals
 from .dtypes import DENSE, KEPT, neutral_name
+from .prescan import check_op_type
 
 EagerTensor = type(tf.constant(0.0))
 
 #: Op types that read a variable: the output is the variable's value (a parameter or a constant).
 _READS = {"ReadVariableOp"}
-
-#: Op types that write a variable (refused: replay and the saved values would see the new value).
-_WRITES = re.compile(
-    r"^(Assign\w*VariableOp|ResourceScatter\w*|ResourceApply\w*|VarHandleOp|DestroyResourceOp)$"
-)
-
-#: Stateful random ops (refused: replay would draw again).
-_RANDOM = re.compile(r"Random|Multinomial|TruncatedNormal|RngSkip|RngReadAndSkip")
 
 #: Recorded names of some op types (otherwise the op type in snake case).
 _NAMES = {
@@ -193,6 +185,10 @@ class Recorder:
         self.wrap_depth = 0
         #: Value id → the recorded function name.
         self.funcs: Dict[int, str] = {}
+        #: Every eager tensor made from here on has a larger ``_id`` (TensorFlow's uid counter).
+        self.first_uid = ops.uid()
+        #: Value ids of tensors made during the forward that no recorded op produced.
+        self.unresolved: Set[int] = set()
 
     def on_owner_thread(self) -> bool:
         return threading.get_ident() == self.owner_thread
@@ -221,10 +217,30 @@ class Recorder:
         value_id = self.known_id(tensor)
         if value_id is not None:
             return value_id
-        # Not produced inside the forward: a constant from outside (or a host literal).
+        # No recorded op produced it: a constant from outside the forward, a host literal, or
+        # (self-consistency) a value with an unresolved producer.
+        value_id = self.constant(tensor)
+        if self.unresolved_producer(tensor):
+            self.unresolved.add(value_id)
+        return value_id
+
+    def constant(self, tensor: Any) -> int:
         value_id = self.tag(tensor)
         self.session.constant(value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
         return value_id
+
+    def unresolved_producer(self, tensor: Any) -> bool:
+        """A floating tensor with at least one dimension, made during the forward, that no
+        recorded op produced: a value that left TensorFlow and came back
+        (``tf.constant(x.numpy())``) or an op the callback could not see (callbacks are per
+        thread). Scalars and integer tensors made in the forward are literals (Python numbers,
+        shape arguments) and stay constants."""
+        return (
+            getattr(tensor, "_id", 0) > self.first_uid
+            and tensor.dtype.is_floating
+            and tensor.shape.rank is not None
+            and tensor.shape.rank > 0
+        )
 
     def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
         value_id = self.id_of(tensor)
@@ -382,12 +398,9 @@ class Recorder:
                     self.alive.append(tensor)  # its id must stay this tensor's
                 return
             for tensor in outputs:
-                self.id_of(tensor)  # a variable the root does not own: a constant
+                self.constant(tensor)  # a variable the root does not own: a constant
             return
-        if _WRITES.match(op_type):
-            raise refusals.variable_write(op_type)
-        if _RANDOM.search(op_type) and not op_type.startswith("Stateless"):
-            raise refusals.rng(op_type)
+        check_op_type(op_type, "in the forward")
         func = op_name(op_type)
         recorded_inputs = [tensor for tensor in inputs if neutral_name(tensor.dtype) in DENSE]
         call, kwargs, opaque = _replay_call(op_type, inputs, attrs)

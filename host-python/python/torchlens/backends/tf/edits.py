@@ -254,6 +254,11 @@ class LiveEdits:
                 new = tf.cast(new, value.dtype)
             if new is value:
                 new = tf.identity(value)
+        except Exception as error:
+            # Raised inside a layer's call, which Keras may re-raise as another type: the
+            # adapter re-raises this one.
+            recorder.error = error
+            raise
         finally:
             recorder.depth -= 1
         recorder.adopt(value_id, new)

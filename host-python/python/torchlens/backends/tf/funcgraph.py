@@ -18,8 +18,10 @@ from tensorflow.python.framework import tensor_util
 from torchlens.adapter_kit import CaptureSession
 from torchlens.adapter_kit.replay import ReplayRecord, ValueRef
 
+from . import prescan
 from .capture import _attr, _raw_op, op_name
-from .dtypes import KEPT, neutral_name
+from .dtypes import DENSE, KEPT, neutral_name
+from .refusals import keras_predict_owner
 
 #: Function-call op types whose callee is walked in place (inlined).
 _CALLS = {"StatefulPartitionedCall", "PartitionedCall"}
@@ -31,10 +33,19 @@ _CALLEES: List[Any] = []
 _SKIPPED = {"NoOp", "Placeholder"}
 
 
+#: Control-flow op types: one region each (their branches and loop bodies are functions of
+#: their own), unverified with ``control_flow_region``.
+_CONTROL_FLOW = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
+
+
 def concrete_function(model: Any, args: tuple, kwargs: dict) -> Any:
-    """The concrete function a graph-only entry runs for these inputs."""
+    """The concrete function a graph-only entry runs for these inputs (for a Keras model's
+    ``predict``, the model's inference call that each of its batches runs)."""
     if isinstance(model, tf.types.experimental.ConcreteFunction):
         return model
+    owner = keras_predict_owner(model)
+    if owner is not None:
+        return tf.function(lambda *inputs: owner(*inputs, training=False)).get_concrete_function(*args)
     if isinstance(model, tf.types.experimental.PolymorphicFunction):
         return model.get_concrete_function(*args, **kwargs)
     return model.call.get_concrete_function(*args, **kwargs)
@@ -58,9 +69,23 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
     options = dataclasses.replace(request.options, recurrence_detection=False)
     request = dataclasses.replace(request, options=options)
     model, args, kwargs = request.model, request.args, request.kwargs
+    predict = keras_predict_owner(model) is not None
     function = concrete_function(model, args, kwargs)
     graph = function.graph
-    user_inputs = [value for value in tf.nest.flatten((args, kwargs)) if isinstance(value, tf.Tensor)]
+    # Tracing built the graph without running it: a write or a random draw refuses here.
+    prescan.graph(graph)
+    call_kwargs = {} if predict else kwargs
+    ran: List[Any] = []
+
+    def ran_outputs() -> List[Any]:
+        """The entry's output values from one run of its graph, for outputs the op-by-op
+        ladder could not compute (behind a control-flow or stateful region)."""
+        if not ran:
+            result = function(*args, **call_kwargs)
+            ran.extend(value for value in tf.nest.flatten(result) if isinstance(value, tf.Tensor))
+        return ran
+
+    user_inputs = [value for value in tf.nest.flatten((args, call_kwargs)) if isinstance(value, tf.Tensor)]
     captured = list(function.captured_inputs)
     placeholders = list(graph.inputs)
     if len(placeholders) != len(user_inputs) + len(captured):
@@ -76,6 +101,7 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
     ]
     if not outputs:
         outputs = list(graph.outputs)  # a loaded function keeps only specs as structured outputs
+    output_index = {_key(tensor): index for index, tensor in enumerate(outputs)}
     with CaptureSession(request) as session:
         name = getattr(model, "__name__", type(model).__name__)
         session.module(0, ["self"], str(name), False, False)
@@ -110,6 +136,7 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
         session.enter(0)
         session.exit(0, [], [])
         state = {"opaque": 0}
+        unresolved: set = set()
 
         def walk(graph: Any, outputs: List[Any]) -> None:
             needed = _needed(graph, outputs)
@@ -134,7 +161,8 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
                 value_id = new(op.outputs[0], value)
                 session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
                 return
-            found = _raw_op(op.type)
+            control_flow = op.type in _CONTROL_FLOW
+            found = None if control_flow else _raw_op(op.type)
             kwargs_of: Dict[str, Any] = {}
             if found is not None and all(value is not None for value in inputs):
                 raw, op_def, accepted = found
@@ -171,11 +199,19 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
                 for position, tensor in enumerate(op.inputs)
                 if _key(tensor) in ids
             ]
+            # Self-consistency: a dense input no walked op, input or capture produced.
+            dangling = any(
+                _key(tensor) not in ids and neutral_name(tensor.dtype) in DENSE for tensor in op.inputs
+            )
             described = []
             single = len(op.outputs) == 1
             for index, tensor in enumerate(op.outputs):
                 value = results[index] if results is not None and index < len(results) else None
+                if value is None and _key(tensor) in output_index:
+                    value = ran_outputs()[output_index[_key(tensor)]]
                 value_id = new(tensor, value)
+                if dangling:
+                    unresolved.add(value_id)
                 dtype = neutral_name(tensor.dtype)
                 if value is not None:
                     shape = tuple(value.shape)
@@ -185,7 +221,10 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
                     )
                 described.append((value_id, value, shape, dtype))
                 if results is None:
-                    records[value_id] = ReplayRecord(None, op_name(op.type), opaque=True)
+                    reason = "control_flow_region" if control_flow else "opaque_region"
+                    records[value_id] = ReplayRecord(
+                        None, op_name(op.type), opaque=True, region_reason=reason
+                    )
                 else:
                     template = {key: _template(item, op, inputs, ids) for key, item in kwargs_of.items()}
                     records[value_id] = ReplayRecord(
@@ -193,13 +232,17 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
                     )
             if results is None:
                 state["opaque"] += 1
-            keep = results is not None and all(dtype in KEPT for _v, _t, _s, dtype in described)
+            keep = all(value is not None and dtype in KEPT for _v, value, _s, dtype in described)
             session.op(op_name(op.type), parents, described, attributes=[("tf_op_type", op.type)], keep=keep)
 
         walk(graph, outputs)
         opaque = state["opaque"]
-        for index, tensor in enumerate(outputs):
-            session.output("output" if len(outputs) == 1 else f"output.{index}", ids[_key(tensor)])
+        returned = [ids[_key(tensor)] for tensor in outputs]
+        if predict:
+            returned = _predict_loop(session, returned, values, records)
+            opaque += 1
+        for index, value_id in enumerate(returned):
+            session.output("output" if len(returned) == 1 else f"output.{index}", value_id)
         if opaque:
             session.extra("provenance.tf_opaque_ops", str(opaque))
         session.extra(
@@ -213,10 +256,36 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
             args=args,
             kwargs=kwargs,
             param_addresses={},
+            unresolved=unresolved,
         )
         trace = session.finish(adapter, runtime=runtime)
     trace.options = dataclasses.replace(options, module_identity_mode="function_root")
     return trace
+
+
+def _predict_loop(
+    session: Any, forward: List[int], values: Dict[int, Any], records: Dict[int, ReplayRecord]
+) -> List[int]:
+    """The loop of ``Model.predict`` around the imported forward (batching, the data pipeline,
+    the host copy of the result): one region reading the forward's outputs, whose values are
+    the forward's (what the whole input as one batch gives). Replay cannot check it per op
+    (``predict_loop_region``); validation compares its outputs with a real ``predict`` call."""
+    parents = [(value_id, position) for position, value_id in enumerate(forward)]
+    described = []
+    for value_id in forward:
+        value = values.get(value_id)
+        loop_id = session.new_value_id()
+        if value is not None:
+            values[loop_id] = value
+        shape = tuple(value.shape) if value is not None else ()
+        dtype = neutral_name(value.dtype) if value is not None else "float32"
+        described.append((loop_id, value, shape, dtype))
+        records[loop_id] = ReplayRecord(
+            None, "predict_loop", opaque=True, region_reason="predict_loop_region"
+        )
+    keep = all(value is not None for _v, value, _s, _d in described)
+    session.op("predict_loop", parents, described, attributes=[("tf_op_type", "predict")], keep=keep)
+    return [loop_id for loop_id, _v, _s, _d in described]
 
 
 def _template(item: Any, op: Any, inputs: List[Any], ids: Dict[tuple, int]) -> Any:

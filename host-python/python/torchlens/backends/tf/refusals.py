@@ -3,9 +3,12 @@ Keras-backend checks run before the model is called. Forward-time checks raise f
 callback, which TensorFlow calls after the op ran: a variable write or a random draw inside the
 forward has then already happened once, and the capture is abandoned (no trace is returned).
 
-The closed set of refusal codes lives in the core (``core-wasm/src/contract/codes.rs``); this
-backend reuses the generic codes (see the report of the TensorFlow issue for the facts that
-deserve their own code)."""
+Where it can, a variable write or a random draw is refused before the model runs instead
+(``prescan.py``: a Keras model called with ``training=True`` over layers that write or draw, and
+every op of a graph-only entry's traced graph).
+
+The closed set of refusal codes lives in the core (``core-wasm/src/contract/codes.rs``); the
+facts only TensorFlow has carry ``tf_*`` codes."""
 
 from __future__ import annotations
 
@@ -17,7 +20,12 @@ from torchlens.errors import BackendUnsupportedError
 #: Every code this backend raises itself (the gate raises the capability codes).
 CODES = (
     "tf_graph_only_grad",
+    "tf_graph_only_intervene",
     "tf_intervene_unreachable",
+    "tf_keras_backend_mismatch",
+    "tf_keras_unbuildable",
+    "tf_payload_unencodable",
+    "tf_variable_write",
     "value_dependent_predicate",
     "gradient_site_intervention_unsupported",
     "edit_action_unsupported",
@@ -52,19 +60,50 @@ def variable_write(what: str) -> BackendUnsupportedError:
     return refuse(
         f"the forward writes a variable ({what}) while it is captured; replay and the saved "
         "values would see the new value",
-        "capability_unsupported",
+        "tf_variable_write",
         "call the model in inference mode (training=False: batch normalization then reads its "
         "moving statistics without updating them), and build the model before tracing",
     )
 
 
 def is_graph_only(model: Any) -> bool:
-    """A ``tf.function``, a concrete function (a SavedModel signature is one) or a Keras model
-    whose ``call`` was compiled into one."""
+    """A ``tf.function``, a concrete function (a SavedModel signature is one), a Keras model
+    whose ``call`` was compiled into one, or a Keras model's bound ``predict`` (its loop runs
+    a compiled step)."""
     import tensorflow as tf
 
     graph_types = (tf.types.experimental.PolymorphicFunction, tf.types.experimental.ConcreteFunction)
-    return isinstance(model, graph_types) or isinstance(getattr(model, "call", None), graph_types)
+    return (
+        isinstance(model, graph_types)
+        or isinstance(getattr(model, "call", None), graph_types)
+        or keras_predict_owner(model) is not None
+    )
+
+
+def keras_predict_owner(model: Any) -> Any:
+    """The Keras model whose bound ``predict`` method ``model`` is, or None."""
+    owner = getattr(model, "__self__", None)
+    if getattr(model, "__name__", None) != "predict" or owner is None:
+        return None
+    keras = sys.modules.get("keras")
+    return owner if keras is not None and isinstance(owner, keras.Layer) else None
+
+
+def graph_only_intervene() -> BackendUnsupportedError:
+    return refuse(
+        "intervene= needs the eager call; a graph-only entry runs as a frozen graph (imported "
+        "by the FuncGraph static importer, which cannot edit values)",
+        "tf_graph_only_intervene",
+        "trace the eager model or the undecorated Python function to edit values",
+    )
+
+
+def unencodable_payload(dtype: str) -> BackendUnsupportedError:
+    return refuse(
+        f"a {dtype} payload has no array encoding in a .tlspec",
+        "tf_payload_unencodable",
+        "save only dense numeric and bool values (save=tl.func(...) or tl.module(...))",
+    )
 
 
 def graph_only_grad() -> BackendUnsupportedError:
@@ -80,12 +119,13 @@ def keras_backend(model: Any) -> None:
     """A Keras model must run on the TensorFlow Keras backend (checked before anything runs or
     is built)."""
     keras = sys.modules.get("keras")
+    model = keras_predict_owner(model) or model
     if keras is not None and isinstance(model, keras.Layer) and keras.backend.backend() != "tensorflow":
         raise refuse(
             f"this Keras model runs on the {keras.backend.backend()!r} Keras backend; the "
             "TensorFlow backend captures Keras models only when keras.backend.backend() is "
             "'tensorflow'",
-            "capability_unsupported",
+            "tf_keras_backend_mismatch",
             "set KERAS_BACKEND=tensorflow before importing keras, or trace with the backend "
             "of the framework Keras runs on",
         )
@@ -113,7 +153,7 @@ def root(model: Any) -> None:
             raise refuse(
                 f"Keras layers not built yet ({', '.join(unbuilt[:3])}): their first call creates "
                 "variables (random initializers, variable writes) inside the capture",
-                "capability_unsupported",
+                "tf_keras_unbuildable",
                 "call the model once (or model.build(input_shape)) before tracing",
             )
     if is_graph_only(model):

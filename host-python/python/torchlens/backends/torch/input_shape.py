@@ -6,7 +6,7 @@ the rest, and the guess is confirmed by running the model once on zeros of that 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn

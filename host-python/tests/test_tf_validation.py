@@ -1,0 +1,128 @@
+"""Replay validation of TensorFlow traces reports what it checked: the replayed, pure-unverified
+and effect-region counts; an op reading a value no recorded op produced (an unresolved
+producer) is named and keeps the status from passing; control flow in a graph-only entry and
+the loop of ``Model.predict`` are effect regions with their own reasons. Unverified is never a
+pass.
+
+TensorFlow is imported inside the fixtures, never at collection (see test_tf_capture.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import test_tf_capture
+
+import torchlens as tl
+
+pytestmark = pytest.mark.tf
+
+#: The TensorFlow fixtures of the capture tests (TensorFlow imported when first used).
+tf = test_tf_capture.tf
+models = test_tf_capture.models
+
+
+def _reasons(status, outcome="not_replayable"):
+    return {reason for _label, kind, reason in status.decisions if kind == outcome}
+
+
+def test_a_fully_replayed_trace_counts_every_compute_op_as_replayed(models):
+    model, x = models.mlp()
+    trace = tl.trace(model, x, backend="tf")
+    status = trace.validation_replay_status
+    compute = [op for op in trace.ops if op.kind == "compute"]
+    assert status.state == "passed"
+    assert status.counts() == {
+        "replayed": len(compute),
+        "failed": 0,
+        "pure_unverified": 0,
+        "effect_regions": 0,
+    }
+    assert status.unresolved_producers == []
+
+
+def test_a_nested_function_call_is_an_effect_region_and_not_a_pass(tf):
+    @tf.function
+    def inner(x):
+        return tf.nn.relu(x) * 3.0
+
+    def outer(x):
+        return inner(x * 2.0) + 1.0
+
+    trace = tl.trace(outer, tf.constant([[-1.0, 2.0]]), backend="tf")
+    status = trace.validation_replay_status
+    assert status.state == "unverified" and status.reason == "opaque_region"
+    assert status.effect_regions == 1 and status.pure_unverified == 0
+    assert status.replayed == 2  # the multiply before the call and the add after it
+    with pytest.raises(TypeError):
+        bool(status)
+
+
+def test_an_op_with_no_perturbable_parent_is_pure_unverified(tf):
+    def lengths(x):
+        return tf.strings.length(tf.strings.as_string(x))
+
+    trace = tl.trace(lengths, tf.constant([1.0, 22.5]), backend="tf")
+    status = trace.validation_replay_status
+    assert status.state == "unverified"
+    assert status.pure_unverified >= 1 and status.effect_regions == 0
+    assert "no_perturbable_parent" in _reasons(status)
+
+
+def test_a_value_that_left_tensorflow_is_an_unresolved_producer(tf):
+    def escapes(x):
+        doubled = tf.constant(x.numpy() * 2.0)  # the edge from x is invisible to the callback
+        return tf.nn.relu(doubled + x)
+
+    x = tf.constant([[1.0, -2.0, 3.0]])
+    trace = tl.trace(escapes, x, backend="tf")
+    assert trace.provenance.tf_unresolved_producers == "1"
+    status = trace.validation_replay_status
+    assert status.state == "unverified" and status.reason == "unresolved_producer"
+    constant = [op for op in trace.ops if op.kind == "constant"]
+    add = [op for op in trace.ops if op.func_name == "add"]
+    assert len(constant) == 1 and len(add) == 1
+    assert status.unresolved_producers == [constant[0].label, add[0].label]
+    assert "unresolved_producers" in repr(status).replace(" ", "_")
+    # The relu downstream still replays: only the unresolved edge is unverified.
+    assert status.replayed == 1 and status.pure_unverified == 2
+
+
+def test_a_closure_constant_made_before_the_call_is_not_unresolved(models):
+    model, x = models.closure()
+    status = tl.trace(model, x, backend="tf").validation_replay_status
+    assert status.state == "passed" and status.unresolved_producers == []
+
+
+def test_a_while_loop_in_a_graph_only_entry_is_a_control_flow_region(tf):
+    @tf.function
+    def loop(x):
+        total = tf.while_loop(lambda i, acc: i < 3, lambda i, acc: (i + 1, acc * 2.0), (0, x))[1]
+        return tf.nn.relu(total) + 1.0
+
+    x = tf.constant([[-1.0, 2.0]])
+    trace = tl.trace(loop, x, backend="tf")
+    assert trace.provenance.tf_capture == "funcgraph"
+    regions = [op for op in trace.ops if op.attributes.get("tf_op_type") in ("While", "StatelessWhile")]
+    assert regions  # one record per loop output
+    np.testing.assert_allclose(trace.outputs[0].out.numpy(), loop(x).numpy())
+    status = trace.validation_replay_status
+    assert status.state == "unverified"
+    by_label = {label: (kind, reason) for label, kind, reason in status.decisions}
+    assert all(by_label[op.label] == ("not_replayable", "control_flow_region") for op in regions)
+    assert status.effect_regions >= len(regions)
+
+
+def test_predict_is_imported_with_its_loop_as_an_effect_region(tf, models):
+    model, x = models.mlp()
+    trace = tl.trace(model.predict, x, {"verbose": 0}, backend="tf")
+    assert trace.provenance.tf_capture == "funcgraph"
+    assert trace.options.module_identity_mode == "function_root"
+    loop = [op for op in trace.ops if op.func_name == "predict_loop"]
+    assert len(loop) == 1 and trace.outputs[0].parents[0].label == loop[0].label
+    np.testing.assert_allclose(
+        trace.outputs[0].out.numpy(), model.predict(x, verbose=0), rtol=1e-5, atol=1e-6
+    )
+    status = trace.validation_replay_status
+    assert status.state == "unverified" and status.reason == "predict_loop_region"
+    assert status.effect_regions == 1 and status.pure_unverified == 0
+    assert status.replayed >= 3  # the forward's matmuls, bias adds and relu replay

@@ -393,7 +393,7 @@ def debug_input_shape(case: Case) -> None:
     # the guess must run the model.
     if guess.feature_axis is not None:
         assert guess.shape[guess.feature_axis] == data.shape[guess.feature_axis]
-    case.trace(model, case.with_data(args, np.zeros(guess.shape, dtype=case.host(data).dtype)))
+    case.trace(model, case.with_data(args, np.zeros(guess.shape, dtype=data.dtype)))
 
 
 # ---- gradients -------------------------------------------------------------------------------

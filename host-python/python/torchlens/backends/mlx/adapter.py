@@ -14,7 +14,7 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
-from torchlens.adapter_kit.structures import named_arrays, named_inputs
+from torchlens.adapter_kit.structures import named_arrays, named_inputs, substitute
 
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
@@ -46,19 +46,6 @@ def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
 def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
     """``(name, array)`` for every array among the call's arguments."""
     return named_inputs(args, kwargs, mx.array)
-
-
-def replace_leaves(output: Any, replacements: Dict[int, Any]) -> Any:
-    """``output`` with each array whose ``id`` is in ``replacements`` swapped for its value."""
-    if isinstance(output, mx.array):
-        return replacements.get(id(output), output)
-    if isinstance(output, tuple):
-        return type(output)(replace_leaves(item, replacements) for item in output)
-    if isinstance(output, list):
-        return [replace_leaves(item, replacements) for item in output]
-    if isinstance(output, dict):
-        return {key: replace_leaves(item, replacements) for key, item in output.items()}
-    return output
 
 
 def selector_kinds(selector: Any) -> set:
@@ -569,7 +556,7 @@ class _LiveEdits:
                     replacements[id(array)] = new
                     by_id[value_id] = new
         if replacements:
-            output = replace_leaves(output, replacements)
+            output = substitute(output, replacements)
         if self.stop_rule is not None and self.stop_rule.waits_for_exits:
             hits = self.stop_rule.at_exit(ids)
             if hits:

@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_callbacks, op_def_registry, ops
 
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
-from torchlens.adapter_kit.structures import arrays_in
+from torchlens.adapter_kit.structures import arrays_in, substitute
 
 from .dtypes import DENSE, KEPT, neutral_name
 from .prescan import check_op_type
@@ -359,7 +359,7 @@ class Recorder:
         by_object = {
             id(tensor): replaced[value_id] for value_id, tensor in zip(ids, values) if value_id in replaced
         }
-        return _substitute(output, by_object)
+        return substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -499,16 +499,4 @@ def _attr(value: Any) -> Any:
         return value.decode()
     if isinstance(value, (list, tuple)):
         return [_attr(item) for item in value]
-    return value
-
-
-def _substitute(value: Any, replaced: Dict[int, Any]) -> Any:
-    if isinstance(value, EagerTensor):
-        return replaced.get(id(value), value)
-    if isinstance(value, tuple):
-        return tuple(_substitute(item, replaced) for item in value)
-    if isinstance(value, list):
-        return [_substitute(item, replaced) for item in value]
-    if isinstance(value, dict):
-        return {key: _substitute(item, replaced) for key, item in value.items()}
     return value

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List
 
 import tensorflow as tf
 
+from torchlens.adapter_kit.live_edits import selector_kinds
 from torchlens.edits.actions import Add, CallableAction, Scale, ZeroAblate, _shape_kept
 
 from . import refusals
@@ -70,25 +71,6 @@ def apply_natively(adapter: Any, action: Any, value: Any) -> Any:
     return result
 
 
-def _selector_kinds(selector: Any, found: set) -> set:
-    """The leaf kinds of a selector tree (``func``, ``module``, ``where``, ...)."""
-    from torchlens import selectors
-
-    if isinstance(selector, selectors._Leaf):
-        found.add(selector.kind)
-    elif isinstance(selector, selectors._Composite):
-        for part in selector.parts:
-            _selector_kinds(part, found)
-    elif isinstance(selector, selectors._Not):
-        found.add("~")
-        _selector_kinds(selector.inner, found)
-    elif isinstance(selector, selectors._Where):
-        found.add("where")
-    elif isinstance(selector, selectors._Temporal):
-        found.add("temporal")
-    return found
-
-
 class LiveEdits:
     """``intervene=`` on a TensorFlow capture. Every request is checked before the model runs."""
 
@@ -121,7 +103,7 @@ class LiveEdits:
                     "edit_action_unsupported",
                     "use tl.zero_ablate, tl.scale, tl.add or a callable on tf.Tensor",
                 )
-            kinds = _selector_kinds(rule.condition, set())
+            kinds = selector_kinds(rule.condition)
             if "where" in kinds:
                 raise refusals.refuse(
                     "value-dependent conditions (tl.where) are not served on TensorFlow: the "

@@ -252,9 +252,53 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         "trace_cycle",
     ));
     files.push(case(
-        "body_version_2",
-        file_from_body(&body_of(&small_trace(), 2)),
+        "body_version_3",
+        file_from_body(&body_of(&small_trace(), 3)),
         "tlspec_version_unsupported",
     ));
+    files.push(case(
+        "v1_header_with_v2_body",
+        file_from_body(&body_of(&small_trace(), 2)),
+        "tlspec_body_undecodable",
+    ));
+    // Version 2's checksums: one changed byte in the header, the check block or the body.
+    let mut header_byte = valid.clone();
+    let created = find(&header_byte, b"2025-01-01");
+    header_byte[created] = b'3';
+    files.push(case(
+        "v2_header_byte_changed",
+        header_byte,
+        "tlspec_header_checksum_mismatch",
+    ));
+    let mut check_block = valid.clone();
+    check_block[json_end + 5] ^= 1;
+    files.push(case(
+        "v2_check_block_reserved_byte_set",
+        check_block,
+        "tlspec_header_checksum_mismatch",
+    ));
+    let mut body_byte = valid.clone();
+    body_byte[json_end + 12] ^= 0x10;
+    files.push(case(
+        "v2_body_byte_changed",
+        body_byte,
+        "tlspec_body_checksum_mismatch",
+    ));
+    let mut downgraded = valid.clone();
+    let version = find(&downgraded, b"\"format_version\":\"2\"") + 18;
+    downgraded[version] = b'1';
+    files.push(case(
+        "v2_version_damaged_to_1",
+        downgraded,
+        "tlspec_manifest_invalid",
+    ));
     files
+}
+
+/// Where `needle` first occurs in `bytes`.
+fn find(bytes: &[u8], needle: &[u8]) -> usize {
+    bytes
+        .windows(needle.len())
+        .position(|window| window == needle)
+        .expect("the valid file holds the needle")
 }

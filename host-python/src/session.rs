@@ -17,7 +17,7 @@ use torchlens_schema::events::{
 };
 
 /// A capture session inside the core plus the events not yet sent.
-#[pyclass(unsendable, module = "torchlens._native")]
+#[pyclass(module = "torchlens._native")]
 pub struct Session {
     instance: SharedInstance,
     handle: Option<ResourceAny>,
@@ -49,7 +49,7 @@ impl Session {
         .to_postcard();
         let decisions = self
             .instance
-            .borrow_mut()
+            .lock()
             .ingest(handle, &batch)
             .py_result(py)?;
         Ok(decisions
@@ -246,7 +246,7 @@ impl Session {
         let decisions = self.send_pending(py)?;
         self.held.extend(decisions);
         self.instance
-            .borrow_mut()
+            .lock()
             .mark_stopped(handle, &reason, &frontier)
             .py_result(py)
     }
@@ -259,7 +259,7 @@ impl Session {
     /// `("followed_by", first, within)`, `("preceded_by", first)`.
     fn live_plan<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let handle = self.handle()?;
-        let plan = self.instance.borrow_mut().live_plan(handle).py_result(py)?;
+        let plan = self.instance.lock().live_plan(handle).py_result(py)?;
         plan.map(|plan| crate::convert::live_plan(py, plan))
             .transpose()
     }
@@ -269,7 +269,7 @@ impl Session {
         let handle = self.handle()?;
         let selector = crate::convert::selector(selector)?;
         self.instance
-            .borrow_mut()
+            .lock()
             .add_rule(handle, &selector)
             .py_result(py)
     }
@@ -280,7 +280,7 @@ impl Session {
         let handle = self.handle()?;
         let plan = self
             .instance
-            .borrow_mut()
+            .lock()
             .rule_plan(handle, rule)
             .py_result(py)?;
         crate::convert::live_plan(py, plan)
@@ -291,7 +291,7 @@ impl Session {
     fn rule_matches(&mut self, py: Python<'_>, rule: u32, value: u64) -> PyResult<Option<bool>> {
         let handle = self.handle()?;
         self.instance
-            .borrow_mut()
+            .lock()
             .rule_matches(handle, rule, value)
             .py_result(py)
     }
@@ -300,7 +300,7 @@ impl Session {
     fn mark_unverified(&mut self, py: Python<'_>, reason: String) -> PyResult<()> {
         let handle = self.handle()?;
         self.instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| {
                 guest
                     .capture_session()
@@ -317,7 +317,7 @@ impl Session {
             .handle
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this capture session is finished"))?;
-        let (trace, last) = self.instance.borrow_mut().finish(handle).py_result(py)?;
+        let (trace, last) = self.instance.lock().finish(handle).py_result(py)?;
         decisions.extend(
             last.into_iter()
                 .map(|decision| (decision.value, decision.selected)),
@@ -330,7 +330,7 @@ impl Session {
         self.pending.clear();
         self.held.clear();
         if let Some(handle) = self.handle.take() {
-            let _ = self.instance.borrow_mut().drop_resource(handle);
+            let _ = self.instance.lock().drop_resource(handle);
         }
     }
 }

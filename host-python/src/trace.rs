@@ -11,7 +11,7 @@ use torchlens_host_runtime::{wit, ResourceAny};
 type PlacementRow = (u32, u64, String, u64, u64, String);
 
 /// A trace inside the core.
-#[pyclass(unsendable, module = "torchlens._native")]
+#[pyclass(module = "torchlens._native")]
 pub struct Trace {
     instance: SharedInstance,
     handle: ResourceAny,
@@ -30,7 +30,7 @@ impl Trace {
         let handle = self.handle;
         let info = self
             .instance
-            .borrow_mut()
+            .lock()
             .trace_info(handle)
             .py_result(py)?;
         convert::trace_info(py, &info)
@@ -42,7 +42,7 @@ impl Trace {
         let handle = self.handle;
         let ops = self
             .instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_ops(store, handle, start, count))
             .py_result(py)?;
         let list = PyList::empty(py);
@@ -56,7 +56,7 @@ impl Trace {
     fn find_label(&self, py: Python<'_>, label: &str) -> PyResult<Option<u32>> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_find_label(store, handle, label))
             .py_result(py)
     }
@@ -66,7 +66,7 @@ impl Trace {
         let handle = self.handle;
         let layers = self
             .instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_layers(store, handle))
             .py_result(py)?;
         Ok(layers
@@ -80,7 +80,7 @@ impl Trace {
         let handle = self.handle;
         let modules = self
             .instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_modules(store, handle))
             .py_result(py)?;
         let list = PyList::empty(py);
@@ -95,7 +95,7 @@ impl Trace {
         let handle = self.handle;
         let params = self
             .instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_params(store, handle))
             .py_result(py)?;
         let list = PyList::empty(py);
@@ -109,7 +109,7 @@ impl Trace {
     fn summary_table(&self, py: Python<'_>) -> PyResult<String> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_summary_table(store, handle))
             .py_result(py)
     }
@@ -129,7 +129,7 @@ impl Trace {
             .collect();
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .select(handle, &selector, &where_results)
             .py_result(py)
     }
@@ -138,7 +138,7 @@ impl Trace {
     fn ancestors(&self, py: Python<'_>, op: u32) -> PyResult<Vec<u32>> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_ancestors(store, handle, op))
             .py_result(py)
     }
@@ -147,7 +147,7 @@ impl Trace {
     fn descendants(&self, py: Python<'_>, op: u32) -> PyResult<Vec<u32>> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .call_infallible(|guest, store| guest.trace().call_descendants(store, handle, op))
             .py_result(py)
     }
@@ -157,7 +157,7 @@ impl Trace {
     fn keep_payloads(&self, py: Python<'_>, slots: Vec<u64>) -> PyResult<()> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .keep_payloads(handle, &slots)
             .py_result(py)
     }
@@ -173,7 +173,7 @@ impl Trace {
         let handle = self.handle;
         let layout = self
             .instance
-            .borrow_mut()
+            .lock()
             .encode(handle, &manifest)
             .py_result(py)?;
         let placements = layout
@@ -208,7 +208,7 @@ impl Trace {
         };
         let handle = self.handle;
         self.instance
-            .borrow_mut()
+            .lock()
             .call(|guest, store| guest.trace().call_svg(store, handle, &view))
             .py_result(py)
     }
@@ -216,7 +216,7 @@ impl Trace {
     /// The trace body (postcard bytes).
     fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let handle = self.handle;
-        let body = self.instance.borrow_mut().body(handle).py_result(py)?;
+        let body = self.instance.lock().body(handle).py_result(py)?;
         Ok(PyBytes::new(py, &body))
     }
 }
@@ -224,6 +224,6 @@ impl Trace {
 impl Drop for Trace {
     fn drop(&mut self) {
         // A dead instance took the resource with it; nothing to free then.
-        let _ = self.instance.borrow_mut().drop_resource(self.handle);
+        let _ = self.instance.lock().drop_resource(self.handle);
     }
 }

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli
+.PHONY: benchmark-soak test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli
 
 setup:
 	./scripts/setup-rust.sh
@@ -114,6 +114,11 @@ benchmark-mlx: python-package
 ## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and TensorFlow).
 benchmark-tf: python-package
 	$(PYTHON) benchmarks/tf_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
+## benchmark-soak: 10,000 traces and 1,000 save/load cycles in one process; RSS, file
+## descriptors and mappings (from /proc/self) must stay flat after warm-up (minutes; not in `test`).
+benchmark-soak: python-package
+	$(PYTHON) benchmarks/soak.py
 
 bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli
 

@@ -154,3 +154,103 @@ def test_errors_from_the_native_core_are_exceptions(tmp_path):
         assert isinstance(error, errors.TorchLensError) and error.code.startswith("tlspec_")
     else:
         raise AssertionError("a hostile file loaded")
+
+
+def _framework_case(name):
+    """``(forward, make_input, plain_result)`` of a small function in framework ``name``; the
+    forward calls ``pause()`` between its ops (on threads that ask it to)."""
+    import numpy as np
+
+    if name == "torch":
+        return (lambda x: torch.exp(_paused(torch.tanh(x)) * 2 + 1), lambda: torch.ones(2, 2), lambda y: y.numpy())
+    if name == "paddle":
+        paddle = pytest.importorskip("paddle")
+        return (lambda x: paddle.exp(_paused(paddle.tanh(x)) * 2 + 1), lambda: paddle.ones([2, 2]), lambda y: y.numpy())
+    if name == "mlx":
+        mx = pytest.importorskip("mlx.core")
+        return (lambda x: mx.exp(_paused(mx.tanh(x)) * 2 + 1), lambda: mx.ones((2, 2)), np.array)
+    if name == "tinygrad":
+        tinygrad = pytest.importorskip("tinygrad")
+        return (
+            lambda x: (_paused(x.tanh()) * 2 + 1).exp(),
+            lambda: tinygrad.Tensor.ones(2, 2).contiguous(),
+            lambda y: y.numpy(),
+        )
+    if name == "tf":
+        tf = pytest.importorskip("tensorflow")
+        return (lambda x: tf.exp(_paused(tf.tanh(x)) * 2 + 1), lambda: tf.ones((2, 2)), lambda y: y.numpy())
+    jnp = pytest.importorskip("jax.numpy")
+    return (lambda x: jnp.exp(_paused(jnp.tanh(x)) * 2 + 1), lambda: jnp.ones((2, 2)), np.asarray)
+
+
+#: Thread name → (reached, resume) events: a forward running on that thread stops between its
+#: ops until resumed. Other threads run straight through.
+_PAUSES = {}
+
+
+def _paused(value):
+    events = _PAUSES.get(threading.current_thread().name)
+    if events is not None:
+        events[0].set()
+        assert events[1].wait(30)
+    return value
+
+
+def _labels(trace):
+    return [(op.label, op.func_name, tuple(op.shape)) for op in trace.ops]
+
+
+# Paddle before TensorFlow: importing paddle after tensorflow crashes inside paddle.
+FRAMEWORKS = ["torch", "paddle", "mlx", "tinygrad", "tf"]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_overlapping_captures_and_a_plain_call_on_other_threads(framework):
+    """A starts, B starts, A ends, B ends (not nested); meanwhile a plain call runs on the main
+    thread. Every trace equals one taken alone; the plain call gives the plain result; nothing
+    stays installed."""
+    forward, make, as_numpy = _framework_case(framework)
+    expected = _labels(tl.trace(forward, make()))
+    plain_expected = as_numpy(forward(make()))
+    _PAUSES.update({name: (threading.Event(), threading.Event()) for name in ("A", "B")})
+    out = {}
+
+    def run(name):
+        try:
+            out[name] = _labels(tl.trace(forward, make()))
+        except BaseException as error:  # noqa: BLE001 - compared below
+            out[name] = repr(error)
+
+    first, second = (threading.Thread(target=run, args=(name,), name=name) for name in ("A", "B"))
+    try:
+        first.start()
+        assert _PAUSES["A"][0].wait(30)
+        second.start()
+        # Backends that take turns keep B waiting for A; the others let it start now.
+        _PAUSES["B"][0].wait(2)
+        plain = as_numpy(forward(make()))
+        _PAUSES["A"][1].set()
+        first.join(30)
+    finally:
+        _PAUSES["A"][1].set()
+        _PAUSES["B"][1].set()
+        first.join(30)
+        second.join(30)
+        _PAUSES.clear()
+    assert out == {"A": expected, "B": expected}
+    assert (plain == plain_expected).all()
+    assert _labels(tl.trace(forward, make())) == expected
+    assert (as_numpy(forward(make())) == plain_expected).all()
+
+
+def test_jax_traces_on_several_threads_at_once():
+    """JAX installs no wrappers (it traces a jaxpr): threads trace concurrently."""
+    forward, make, _ = _framework_case("jax")
+    expected = _labels(tl.trace(forward, make()))
+    results = []
+    threads = [threading.Thread(target=lambda: results.extend(_labels(tl.trace(forward, make())) for _ in range(5))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [expected] * 20

@@ -86,7 +86,11 @@ def main() -> int:
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)
+        torch.nn.Linear(16, 32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 32),
+        torch.nn.Tanh(),
+        torch.nn.Linear(32, 4),
     ).eval()
     x = torch.randn(4, 16)
     ops = len(tl.trace(model, x).ops)

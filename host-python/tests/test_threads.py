@@ -162,10 +162,18 @@ def _framework_case(name):
     import numpy as np
 
     if name == "torch":
-        return (lambda x: torch.exp(_paused(torch.tanh(x)) * 2 + 1), lambda: torch.ones(2, 2), lambda y: y.numpy())
+        return (
+            lambda x: torch.exp(_paused(torch.tanh(x)) * 2 + 1),
+            lambda: torch.ones(2, 2),
+            lambda y: y.numpy(),
+        )
     if name == "paddle":
         paddle = pytest.importorskip("paddle")
-        return (lambda x: paddle.exp(_paused(paddle.tanh(x)) * 2 + 1), lambda: paddle.ones([2, 2]), lambda y: y.numpy())
+        return (
+            lambda x: paddle.exp(_paused(paddle.tanh(x)) * 2 + 1),
+            lambda: paddle.ones([2, 2]),
+            lambda y: y.numpy(),
+        )
     if name == "mlx":
         mx = pytest.importorskip("mlx.core")
         return (lambda x: mx.exp(_paused(mx.tanh(x)) * 2 + 1), lambda: mx.ones((2, 2)), np.array)
@@ -248,7 +256,10 @@ def test_jax_traces_on_several_threads_at_once():
     forward, make, _ = _framework_case("jax")
     expected = _labels(tl.trace(forward, make()))
     results = []
-    threads = [threading.Thread(target=lambda: results.extend(_labels(tl.trace(forward, make())) for _ in range(5))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.extend(_labels(tl.trace(forward, make())) for _ in range(5)))
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

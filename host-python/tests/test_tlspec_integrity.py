@@ -16,7 +16,9 @@ import torch
 import torchlens as tl
 from torchlens import errors
 
-SEED_V1 = os.path.join(os.path.dirname(__file__), "..", "..", "fuzz", "seeds", "decode_tlspec", "valid_demo.tlspec")
+SEED_V1 = os.path.join(
+    os.path.dirname(__file__), "..", "..", "fuzz", "seeds", "decode_tlspec", "valid_demo.tlspec"
+)
 
 
 class Tiny(torch.nn.Module):
@@ -73,7 +75,10 @@ def test_without_verify_the_header_and_body_are_still_checked(tmp_path):
     path = tmp_path / "damaged.tlspec"
     # A byte of a JSON string in the header (still valid JSON), then a byte of the body.
     at = good.index(b'"created_at":"') + len(b'"created_at":"')
-    for index, code in ((at, "tlspec_header_checksum_mismatch"), (8 + length + 12, "tlspec_body_checksum_mismatch")):
+    for index, code in (
+        (at, "tlspec_header_checksum_mismatch"),
+        (8 + length + 12, "tlspec_body_checksum_mismatch"),
+    ):
         damaged = bytearray(good)
         damaged[index] ^= 0x01
         path.write_bytes(bytes(damaged))

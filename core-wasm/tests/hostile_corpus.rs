@@ -261,37 +261,40 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         file_from_body(&body_of(&small_trace(), 2)),
         "tlspec_body_undecodable",
     ));
-    // Version 2's checksums: one changed byte in the header, the check block or the body.
-    let mut header_byte = valid.clone();
-    let created = find(&header_byte, b"2025-01-01");
-    header_byte[created] = b'3';
-    files.push(case(
-        "v2_header_byte_changed",
-        header_byte,
-        "tlspec_header_checksum_mismatch",
-    ));
-    let mut check_block = valid.clone();
-    check_block[json_end + 5] ^= 1;
-    files.push(case(
-        "v2_check_block_reserved_byte_set",
-        check_block,
-        "tlspec_header_checksum_mismatch",
-    ));
-    let mut body_byte = valid.clone();
-    body_byte[json_end + 12] ^= 0x10;
-    files.push(case(
-        "v2_body_byte_changed",
-        body_byte,
-        "tlspec_body_checksum_mismatch",
-    ));
-    let mut downgraded = valid.clone();
-    let version = find(&downgraded, b"\"format_version\":\"2\"") + 18;
-    downgraded[version] = b'1';
-    files.push(case(
-        "v2_version_damaged_to_1",
-        downgraded,
-        "tlspec_manifest_invalid",
-    ));
+    // Version 2's checksums: one changed byte in the header, the check block or the body, and
+    // a version damaged from 2 to 1 (a v1 manifest may not name a body checksum).
+    let created = find(&valid, b"2025-01-01");
+    let version = find(&valid, b"\"format_version\":\"2\"") + 18;
+    for (name, index, value, code) in [
+        (
+            "v2_header_byte_changed",
+            created,
+            b'3',
+            "tlspec_header_checksum_mismatch",
+        ),
+        (
+            "v2_check_block_reserved_byte_set",
+            json_end + 5,
+            1,
+            "tlspec_header_checksum_mismatch",
+        ),
+        (
+            "v2_body_byte_changed",
+            json_end + 12,
+            valid[json_end + 12] ^ 0x10,
+            "tlspec_body_checksum_mismatch",
+        ),
+        (
+            "v2_version_damaged_to_1",
+            version,
+            b'1',
+            "tlspec_manifest_invalid",
+        ),
+    ] {
+        let mut changed = valid.clone();
+        changed[index] = value;
+        files.push(case(name, changed, code));
+    }
     files
 }
 

@@ -5,8 +5,8 @@
 mod hostile_corpus;
 
 use hostile_corpus::{
-    body_of, decode_code, encode, file_from_body, header_with, metadata_json, raw_file, small_trace,
-    valid_file,
+    body_of, decode_code, encode, file_from_body, header_with, metadata_json, raw_file,
+    small_trace, valid_file,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -412,7 +412,11 @@ fn unsupported_format_versions() {
             len = body.len()
         );
         let file = raw_file(&header, &body);
-        assert_eq!(bounded_code(&file), "tlspec_version_unsupported", "{version:?}");
+        assert_eq!(
+            bounded_code(&file),
+            "tlspec_version_unsupported",
+            "{version:?}"
+        );
         assert_eq!(
             tlspec::decode_file(&file).unwrap_err().kind,
             ErrorKind::UnsupportedVersion

@@ -47,11 +47,7 @@ impl Session {
             events: std::mem::take(&mut self.pending),
         }
         .to_postcard();
-        let decisions = self
-            .instance
-            .lock()
-            .ingest(handle, &batch)
-            .py_result(py)?;
+        let decisions = self.instance.lock().ingest(handle, &batch).py_result(py)?;
         Ok(decisions
             .into_iter()
             .map(|decision| (decision.value, decision.selected))
@@ -278,11 +274,7 @@ impl Session {
     /// `live_plan` returns.
     fn rule_plan<'py>(&mut self, py: Python<'py>, rule: u32) -> PyResult<Bound<'py, PyAny>> {
         let handle = self.handle()?;
-        let plan = self
-            .instance
-            .lock()
-            .rule_plan(handle, rule)
-            .py_result(py)?;
+        let plan = self.instance.lock().rule_plan(handle, rule).py_result(py)?;
         crate::convert::live_plan(py, plan)
     }
 

@@ -28,11 +28,7 @@ impl Trace {
     /// Counts, inputs, outputs and capture status, as a dict.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let handle = self.handle;
-        let info = self
-            .instance
-            .lock()
-            .trace_info(handle)
-            .py_result(py)?;
+        let info = self.instance.lock().trace_info(handle).py_result(py)?;
         convert::trace_info(py, &info)
     }
 

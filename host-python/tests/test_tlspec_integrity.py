@@ -142,3 +142,12 @@ def test_every_op_points_at_the_users_line():
     package = os.path.dirname(tl.__file__)
     for op in trace.ops:
         assert op.source is None or not op.source[0].startswith(package), (op.label, op.source)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name in os.listdir(os.path.dirname(SEED_V1)) if not name.startswith("valid_"))
+)
+def test_the_committed_hostile_files_get_typed_errors(name):
+    with pytest.raises(errors.TlspecFormatError) as caught:
+        tl.load(os.path.join(os.path.dirname(SEED_V1), name), verify=True)
+    assert caught.value.code.startswith(("tlspec_", "trace_")) and caught.value.remedy

@@ -29,8 +29,8 @@ mod bindings {
 }
 
 pub use bindings::torchlens::core::types as wit;
-pub use instance::{CoreInstance, HostError};
 pub use component_cache::CacheOutcome;
+pub use instance::{CoreInstance, HostError};
 pub use runtime::{default_component_path, CoreRuntime};
 pub use sandbox::SandboxLimits;
 /// A handle on a resource (trace or session) inside the component.

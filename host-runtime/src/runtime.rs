@@ -1,9 +1,9 @@
 //! One engine and one compiled core component per process.
 
 use crate::bindings::TorchlensCorePre;
+use crate::component_cache::{self, CacheOutcome};
 use crate::instance::{CoreInstance, HostError};
 use crate::sandbox::{self, EpochTicker, SandboxLimits, StoreState};
-use crate::component_cache::{self, CacheOutcome};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wasmtime::component::Component;

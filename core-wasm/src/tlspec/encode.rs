@@ -2,9 +2,9 @@
 
 use super::dtype_map::{element_count, storage_dtype, StorageDtype};
 use super::header::{HeaderOut, TensorOut};
+use super::integrity;
 use super::limits::{Limits, MAX_RANK};
 use super::manifest::Manifest;
-use super::integrity;
 use super::source_paths;
 use super::validate::validate_trace;
 use super::{BODY_TENSOR, FORMAT_VERSION, RESERVED_TENSOR_PREFIX};

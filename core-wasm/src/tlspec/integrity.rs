@@ -69,7 +69,9 @@ pub fn verified_body<'a>(
     if actual != body_crc32 {
         return Err(mismatch(
             "tlspec_body_checksum_mismatch",
-            format!("the body's CRC-32 is {actual:08x}, but the manifest recorded {body_crc32:08x}"),
+            format!(
+                "the body's CRC-32 is {actual:08x}, but the manifest recorded {body_crc32:08x}"
+            ),
         ));
     }
     Ok(rest)

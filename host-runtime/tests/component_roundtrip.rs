@@ -128,7 +128,7 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
     let header = &file[..8 + header_length as usize];
     let info = core.parse_tlspec_header(header, file.len() as u64).unwrap();
     assert_eq!(info.manifest.backend, "demo");
-    assert_eq!(info.format_version, 1);
+    assert_eq!(info.format_version, 2);
     let body = &file[info.body_offset as usize..(info.body_offset + info.body_length) as usize];
     let (_, decoded) = core.decode_tlspec(header, body, file.len() as u64).unwrap();
     let (_, native_decoded) = tlspec::decode_file(&file).unwrap();

@@ -36,11 +36,7 @@ fn mismatch(code: &'static str, message: String) -> CoreError {
 
 /// Checks a v2 body tensor against the header's checksum and `body_crc32`; returns the bytes
 /// after the check block (the postcard body and its padding).
-pub fn verified_body<'a>(
-    body: &'a [u8],
-    header_crc32: u32,
-    body_crc32: u32,
-) -> CoreResult<&'a [u8]> {
+pub fn verified_body(body: &[u8], header_crc32: u32, body_crc32: u32) -> CoreResult<&[u8]> {
     let (block, rest) = body.split_at_checked(CHECK_BLOCK_LENGTH).ok_or_else(|| {
         mismatch(
             "tlspec_body_invalid",

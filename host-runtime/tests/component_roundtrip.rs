@@ -460,6 +460,14 @@ fn rejected(cache: &std::path::Path, reason: &str) -> CoreRuntime {
     runtime
 }
 
+/// A fresh cache folder holding the artifact of the trusted engine: `(folder, artifact)`.
+fn filled_cache(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let cache = cache_folder(name);
+    drop(cached_runtime(&cache));
+    let path = artifact(&cache);
+    (cache, path)
+}
+
 /// The one artifact in a cache folder.
 fn artifact(cache: &std::path::Path) -> std::path::PathBuf {
     let entries: Vec<_> = std::fs::read_dir(cache)
@@ -493,9 +501,7 @@ fn the_precompiled_cache_is_written_and_reused() {
 
 #[test]
 fn a_tampered_cached_artifact_is_rejected_and_compiled_again() {
-    let cache = cache_folder("tamper");
-    drop(cached_runtime(&cache));
-    let path = artifact(&cache);
+    let (cache, path) = filled_cache("tamper");
     let good = std::fs::read(&path).unwrap();
 
     // One byte of the compiled code changed (past the artifact's 72-byte header).
@@ -537,9 +543,7 @@ fn a_tampered_cached_artifact_is_rejected_and_compiled_again() {
 #[test]
 fn a_cache_folder_other_users_can_write_is_never_used() {
     use std::os::unix::fs::PermissionsExt;
-    let cache = cache_folder("shared");
-    drop(cached_runtime(&cache));
-    let path = artifact(&cache);
+    let (cache, path) = filled_cache("shared");
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
     let runtime = cached_runtime(&cache);
     assert!(

@@ -4,8 +4,9 @@
 //! instance, so a trap in one thread's call never kills another thread's traces.
 //!
 //! Every class here is `Send + Sync`: a trace or session made in one thread may be used or
-//! dropped in another (its instance sits behind a mutex). Calls never release the GIL while
-//! they hold that mutex, so it is never contended across threads and cannot deadlock.
+//! dropped in another (its instance sits behind a mutex). The mutex is held only while Rust
+//! code runs with the GIL held (never across Python code, which could switch threads), so it
+//! is never contended across threads and cannot deadlock.
 
 use crate::errors::IntoPyResult;
 use crate::session::Session;
@@ -28,9 +29,18 @@ impl SharedInstance {
 
     /// The instance, for one call. A poisoned lock (a panic while it was held) still hands the
     /// instance back: `CoreInstance` turns panics inside a call into a dead instance itself, so
-    /// its state is never half-updated.
+    /// its state is never half-updated. Never hold the guard while Python code runs (building
+    /// an exception, converting results): Python may switch threads there, and a thread
+    /// waiting for this lock while holding the GIL would never let it be released; use
+    /// [`SharedInstance::with`] for calls that return errors.
     pub fn lock(&self) -> MutexGuard<'_, CoreInstance> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one call on the instance and releases it before the caller turns the result into
+    /// Python objects or exceptions.
+    pub fn with<T>(&self, call: impl FnOnce(&mut CoreInstance) -> T) -> T {
+        call(&mut self.lock())
     }
 }
 
@@ -45,13 +55,13 @@ pub struct Core {
 impl Core {
     /// The core component's version.
     fn version(&self, py: Python<'_>) -> PyResult<String> {
-        self.instance.lock().version().py_result(py)
+        self.instance.with(|core| core.version()).py_result(py)
     }
 
     /// The build id the running core answers (`torchlens-core-build:<hex>`): a digest of the
     /// sources it was built from; the same text is inside `embedded_component()`.
     fn build_id(&self, py: Python<'_>) -> PyResult<String> {
-        self.instance.lock().build_id().py_result(py)
+        self.instance.with(|core| core.build_id()).py_result(py)
     }
 
     /// Size of the embedded component in bytes.
@@ -76,8 +86,7 @@ impl Core {
         };
         let instance = self.instance.clone();
         let handle = instance
-            .lock()
-            .start_session(options, plan.as_ref())
+            .with(|core| core.start_session(options, plan.as_ref()))
             .py_result(py)?;
         Ok(Session::new(instance, handle))
     }
@@ -85,8 +94,7 @@ impl Core {
     /// The header length a `.tlspec` declares in its first 8 bytes.
     fn tlspec_header_length(&self, py: Python<'_>, first_bytes: &[u8]) -> PyResult<u64> {
         self.instance
-            .lock()
-            .tlspec_header_length(first_bytes)
+            .with(|core| core.tlspec_header_length(first_bytes))
             .py_result(py)
     }
 
@@ -99,8 +107,7 @@ impl Core {
     ) -> PyResult<Bound<'py, PyAny>> {
         let info = self
             .instance
-            .lock()
-            .parse_tlspec_header(header, file_length)
+            .with(|core| core.parse_tlspec_header(header, file_length))
             .py_result(py)?;
         crate::convert::header_info(py, &info)
     }
@@ -115,8 +122,7 @@ impl Core {
     ) -> PyResult<(Bound<'py, PyAny>, Trace)> {
         let (info, handle) = self
             .instance
-            .lock()
-            .decode_tlspec(header, body, file_length)
+            .with(|core| core.decode_tlspec(header, body, file_length))
             .py_result(py)?;
         Ok((
             crate::convert::header_info(py, &info)?,
@@ -134,9 +140,10 @@ impl Core {
         let decisions = crate::convert::op_decisions(decisions)?;
         let status = self
             .instance
-            .lock()
-            .call_infallible(|guest, store| {
-                guest.call_fold_validation(store, &decisions, runtime_capture_available)
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest.call_fold_validation(store, &decisions, runtime_capture_available)
+                })
             })
             .py_result(py)?;
         crate::convert::validation_status(py, &status)
@@ -145,7 +152,9 @@ impl Core {
     /// The core's normalized type of a function name (`__radd__` → `add`): what `func` and label
     /// terms of a live plan compare.
     fn op_type(&self, py: Python<'_>, func_name: &str) -> PyResult<String> {
-        self.instance.lock().op_type(func_name).py_result(py)
+        self.instance
+            .with(|core| core.op_type(func_name))
+            .py_result(py)
     }
 
     /// Checks a selector arena and returns its class (`static`, `temporal`,
@@ -154,8 +163,7 @@ impl Core {
         let selector = crate::convert::selector(selector)?;
         let class = self
             .instance
-            .lock()
-            .call(|guest, store| guest.call_classify_selector(store, &selector))
+            .with(|core| core.call(|guest, store| guest.call_classify_selector(store, &selector)))
             .py_result(py)?;
         Ok(crate::convert::selector_class_name(class).to_string())
     }
@@ -164,8 +172,7 @@ impl Core {
     fn trace_from_body(&self, py: Python<'_>, body: &Bound<'_, PyBytes>) -> PyResult<Trace> {
         let handle = self
             .instance
-            .lock()
-            .from_body(body.as_bytes())
+            .with(|core| core.from_body(body.as_bytes()))
             .py_result(py)?;
         Ok(Trace::new(self.instance.clone(), handle))
     }
@@ -174,8 +181,7 @@ impl Core {
     fn refusal_codes(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
         let codes = self
             .instance
-            .lock()
-            .call_infallible(|guest, store| guest.call_refusal_codes(store))
+            .with(|core| core.call_infallible(|guest, store| guest.call_refusal_codes(store)))
             .py_result(py)?;
         Ok(codes
             .into_iter()
@@ -187,8 +193,7 @@ impl Core {
     fn validation_reasons(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
         let reasons = self
             .instance
-            .lock()
-            .call_infallible(|guest, store| guest.call_validation_reasons(store))
+            .with(|core| core.call_infallible(|guest, store| guest.call_validation_reasons(store)))
             .py_result(py)?;
         Ok(reasons
             .into_iter()
@@ -200,8 +205,7 @@ impl Core {
     fn capabilities(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
         let capabilities = self
             .instance
-            .lock()
-            .call_infallible(|guest, store| guest.call_capabilities(store))
+            .with(|core| core.call_infallible(|guest, store| guest.call_capabilities(store)))
             .py_result(py)?;
         Ok(capabilities
             .into_iter()
@@ -223,8 +227,7 @@ impl Core {
             implementations,
         };
         self.instance
-            .lock()
-            .call(|guest, store| guest.call_register_backend(store, &declaration))
+            .with(|core| core.call(|guest, store| guest.call_register_backend(store, &declaration)))
             .py_result(py)
     }
 
@@ -244,8 +247,9 @@ impl Core {
         };
         let outcome = self
             .instance
-            .lock()
-            .call(|guest, store| guest.call_gate(store, &declaration, &capability))
+            .with(|core| {
+                core.call(|guest, store| guest.call_gate(store, &declaration, &capability))
+            })
             .py_result(py)?;
         Ok(match outcome {
             torchlens_host_runtime::wit::GateOutcome::Admitted => None,

@@ -47,7 +47,10 @@ impl Session {
             events: std::mem::take(&mut self.pending),
         }
         .to_postcard();
-        let decisions = self.instance.lock().ingest(handle, &batch).py_result(py)?;
+        let decisions = self
+            .instance
+            .with(|core| core.ingest(handle, &batch))
+            .py_result(py)?;
         Ok(decisions
             .into_iter()
             .map(|decision| (decision.value, decision.selected))
@@ -242,8 +245,7 @@ impl Session {
         let decisions = self.send_pending(py)?;
         self.held.extend(decisions);
         self.instance
-            .lock()
-            .mark_stopped(handle, &reason, &frontier)
+            .with(|core| core.mark_stopped(handle, &reason, &frontier))
             .py_result(py)
     }
 
@@ -255,7 +257,10 @@ impl Session {
     /// `("followed_by", first, within)`, `("preceded_by", first)`.
     fn live_plan<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let handle = self.handle()?;
-        let plan = self.instance.lock().live_plan(handle).py_result(py)?;
+        let plan = self
+            .instance
+            .with(|core| core.live_plan(handle))
+            .py_result(py)?;
         plan.map(|plan| crate::convert::live_plan(py, plan))
             .transpose()
     }
@@ -265,8 +270,7 @@ impl Session {
         let handle = self.handle()?;
         let selector = crate::convert::selector(selector)?;
         self.instance
-            .lock()
-            .add_rule(handle, &selector)
+            .with(|core| core.add_rule(handle, &selector))
             .py_result(py)
     }
 
@@ -274,7 +278,10 @@ impl Session {
     /// `live_plan` returns.
     fn rule_plan<'py>(&mut self, py: Python<'py>, rule: u32) -> PyResult<Bound<'py, PyAny>> {
         let handle = self.handle()?;
-        let plan = self.instance.lock().rule_plan(handle, rule).py_result(py)?;
+        let plan = self
+            .instance
+            .with(|core| core.rule_plan(handle, rule))
+            .py_result(py)?;
         crate::convert::live_plan(py, plan)
     }
 
@@ -283,8 +290,7 @@ impl Session {
     fn rule_matches(&mut self, py: Python<'_>, rule: u32, value: u64) -> PyResult<Option<bool>> {
         let handle = self.handle()?;
         self.instance
-            .lock()
-            .rule_matches(handle, rule, value)
+            .with(|core| core.rule_matches(handle, rule, value))
             .py_result(py)
     }
 
@@ -292,11 +298,12 @@ impl Session {
     fn mark_unverified(&mut self, py: Python<'_>, reason: String) -> PyResult<()> {
         let handle = self.handle()?;
         self.instance
-            .lock()
-            .call_infallible(|guest, store| {
-                guest
-                    .capture_session()
-                    .call_mark_unverified(store, handle, &reason)
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest
+                        .capture_session()
+                        .call_mark_unverified(store, handle, &reason)
+                })
             })
             .py_result(py)
     }
@@ -309,7 +316,10 @@ impl Session {
             .handle
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this capture session is finished"))?;
-        let (trace, last) = self.instance.lock().finish(handle).py_result(py)?;
+        let (trace, last) = self
+            .instance
+            .with(|core| core.finish(handle))
+            .py_result(py)?;
         decisions.extend(
             last.into_iter()
                 .map(|decision| (decision.value, decision.selected)),

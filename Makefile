@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak
 
 setup:
 	./scripts/setup-rust.sh
@@ -112,19 +112,24 @@ benchmark-paddle: python-package
 benchmark-mlx: python-package
 	$(PYTHON) benchmarks/mlx_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
 
-## bench-all: every benchmark above (minutes; not part of `test`).
 ## benchmark-tf: TensorFlow capture cost per op against a plain call (and the reference, if
 ## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and TensorFlow).
 benchmark-tf: python-package
 	$(PYTHON) benchmarks/tf_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
-
-bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record
 
 ## benchmark-record: tl.record repeat calls on resnet18 (batch 1, one selected layer) against a
 ## plain forward and tl.trace with the same save= (and the reference's record and trace, if
 ## REFERENCE_PYTHON names a Python that has torchlens 2.36.1 installed).
 benchmark-record: python-package
 	$(PYTHON) benchmarks/torch_record.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
+## benchmark-soak: 10,000 traces and 1,000 save/load cycles in one process; RSS, file
+## descriptors and mappings (from /proc/self) must stay flat after warm-up (minutes; not in `test`).
+benchmark-soak: python-package
+	$(PYTHON) benchmarks/soak.py
+
+## bench-all: every benchmark above (minutes; not part of `test`).
+bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

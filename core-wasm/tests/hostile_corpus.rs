@@ -252,9 +252,56 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         "trace_cycle",
     ));
     files.push(case(
-        "body_version_2",
-        file_from_body(&body_of(&small_trace(), 2)),
+        "body_version_3",
+        file_from_body(&body_of(&small_trace(), 3)),
         "tlspec_version_unsupported",
     ));
+    files.push(case(
+        "v1_header_with_v2_body",
+        file_from_body(&body_of(&small_trace(), 2)),
+        "tlspec_body_undecodable",
+    ));
+    // Version 2's checksums: one changed byte in the header, the check block or the body, and
+    // a version damaged from 2 to 1 (a v1 manifest may not name a body checksum).
+    let created = find(&valid, b"2025-01-01");
+    let version = find(&valid, b"\"format_version\":\"2\"") + 18;
+    for (name, index, value, code) in [
+        (
+            "v2_header_byte_changed",
+            created,
+            b'3',
+            "tlspec_header_checksum_mismatch",
+        ),
+        (
+            "v2_check_block_reserved_byte_set",
+            json_end + 5,
+            1,
+            "tlspec_header_checksum_mismatch",
+        ),
+        (
+            "v2_body_byte_changed",
+            json_end + 12,
+            valid[json_end + 12] ^ 0x10,
+            "tlspec_body_checksum_mismatch",
+        ),
+        (
+            "v2_version_damaged_to_1",
+            version,
+            b'1',
+            "tlspec_manifest_invalid",
+        ),
+    ] {
+        let mut changed = valid.clone();
+        changed[index] = value;
+        files.push(case(name, changed, code));
+    }
     files
+}
+
+/// Where `needle` first occurs in `bytes`.
+fn find(bytes: &[u8], needle: &[u8]) -> usize {
+    bytes
+        .windows(needle.len())
+        .position(|window| window == needle)
+        .expect("the valid file holds the needle")
 }

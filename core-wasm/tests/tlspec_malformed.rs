@@ -5,8 +5,8 @@
 mod hostile_corpus;
 
 use hostile_corpus::{
-    body_of, decode_code, file_from_body, header_with, metadata_json, raw_file, small_trace,
-    valid_file,
+    body_of, decode_code, encode, file_from_body, header_with, metadata_json, raw_file,
+    small_trace, valid_file,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -405,22 +405,60 @@ fn body_tensor_misplaced_or_mistyped() {
 #[test]
 fn unsupported_format_versions() {
     let body = body_of(&small_trace(), 1);
-    let header = format!(
-        r#"{{"__metadata__":{},"__torchlens_body__":{{"dtype":"U8","shape":[{len}],"data_offsets":[0,{len}]}}}}"#,
-        metadata_json("2", "{}"),
-        len = body.len()
-    );
-    let file = raw_file(&header, &body);
-    assert_eq!(bounded_code(&file), "tlspec_version_unsupported");
+    for version in ["3", "0", "02", "+2", ""] {
+        let header = format!(
+            r#"{{"__metadata__":{},"__torchlens_body__":{{"dtype":"U8","shape":[{len}],"data_offsets":[0,{len}]}}}}"#,
+            metadata_json(version, "{}"),
+            len = body.len()
+        );
+        let file = raw_file(&header, &body);
+        assert_eq!(
+            bounded_code(&file),
+            "tlspec_version_unsupported",
+            "{version:?}"
+        );
+        assert_eq!(
+            tlspec::decode_file(&file).unwrap_err().kind,
+            ErrorKind::UnsupportedVersion
+        );
+    }
+    let body_v3 = body_of(&small_trace(), 3);
     assert_eq!(
-        tlspec::decode_file(&file).unwrap_err().kind,
-        ErrorKind::UnsupportedVersion
-    );
-    let body_v2 = body_of(&small_trace(), 2);
-    assert_eq!(
-        bounded_code(&file_from_body(&body_v2)),
+        bounded_code(&file_from_body(&body_v3)),
         "tlspec_version_unsupported"
     );
+}
+
+#[test]
+fn version_1_files_still_decode_and_need_no_checksums() {
+    let file = file_from_body(&body_of(&small_trace(), 1));
+    let (header, trace) = tlspec::decode_file(&file).expect("a v1 file decodes");
+    assert_eq!(header.format_version, 1);
+    assert_eq!(header.body_crc32, None);
+    assert_eq!(trace.ops.len(), small_trace().ops.len());
+}
+
+#[test]
+fn version_2_checks_the_header_and_body_checksums() {
+    let good = encode(&small_trace());
+    let (header, _) = tlspec::decode_file(&good).expect("valid");
+    assert_eq!(header.format_version, 2);
+    let body_start = header.body_offset as usize;
+    // A v2 header with a body lacking its check block, and one with a wrong body_crc32.
+    let mut wrong_crc = good.clone();
+    let at = good
+        .windows(12)
+        .position(|window| window == b"\"body_crc32\"")
+        .expect("body_crc32 is written")
+        + 14;
+    wrong_crc[at] = if wrong_crc[at] == b'1' { b'2' } else { b'1' };
+    assert_eq!(bounded_code(&wrong_crc), "tlspec_header_checksum_mismatch");
+    let mut body = good.clone();
+    body[body_start + 9] ^= 0x80;
+    assert_eq!(bounded_code(&body), "tlspec_body_checksum_mismatch");
+    let mut block = good.clone();
+    block[body_start] ^= 0x01;
+    assert_eq!(bounded_code(&block), "tlspec_header_checksum_mismatch");
 }
 
 #[test]

@@ -26,7 +26,7 @@ with safe_open(path, framework="numpy") as handle:
     metadata = handle.metadata()
     names = set(handle.keys())
 assert metadata["format"] == "tlspec", metadata
-assert metadata["format_version"] == "1", metadata
+assert metadata["format_version"] == "2", metadata
 logical = json.loads(metadata["logical_dtypes"])
 assert "__torchlens_body__" in names, names
 

@@ -98,7 +98,7 @@ fn every_named_dtype_round_trips_bit_for_bit() {
     let (_, metadata) = safetensors::SafeTensors::read_metadata(&file).expect("metadata");
     let metadata = metadata.metadata().clone().expect("__metadata__");
     assert_eq!(metadata["format"], "tlspec");
-    assert_eq!(metadata["format_version"], "1");
+    assert_eq!(metadata["format_version"], "2");
     let logical: HashMap<String, String> =
         serde_json::from_str(&metadata["logical_dtypes"]).expect("logical_dtypes is JSON");
     assert_eq!(logical.len(), header.payloads.len());

@@ -74,7 +74,7 @@ fn inspect_reports_counts_versions_and_bytes_by_dtype() {
     assert_eq!(json["ops"], trace.ops.len());
     assert_eq!(json["manifest"]["backend"], "torch");
     assert_eq!(json["manifest"]["backend_version"], "2.5.0");
-    assert_eq!(json["format_version"], 1);
+    assert_eq!(json["format_version"], 2);
     let saved = trace.ops.iter().filter(|op| op.payload.is_some()).count();
     assert_eq!(json["payloads"], saved);
     assert_eq!(json["payloads_with_checksum"], saved);

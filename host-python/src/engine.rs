@@ -1,6 +1,12 @@
-//! The process-wide core instance. Compiling the component takes ~100 ms, so the compiled form
-//! is cached on disk (keyed by the component bytes, wasmtime version and engine settings) and
-//! later imports only deserialize it.
+//! The core instances of this process. Compiling the component takes ~100 ms, so the compiled
+//! form is cached on disk (verified against a hash of the component bytes and the engine
+//! settings before use) and compiled once per process; each Python thread gets its own
+//! instance, so a trap in one thread's call never kills another thread's traces.
+//!
+//! Every class here is `Send + Sync`: a trace or session made in one thread may be used or
+//! dropped in another (its instance sits behind a mutex). The mutex is held only while Rust
+//! code runs with the GIL held (never across Python code, which could switch threads), so it
+//! is never contended across threads and cannot deadlock.
 
 use crate::errors::IntoPyResult;
 use crate::session::Session;
@@ -8,31 +14,54 @@ use crate::trace::Trace;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use torchlens_host_runtime::embedded::{default_cache_dir, EMBEDDED_COMPONENT};
 use torchlens_host_runtime::{CoreInstance, CoreRuntime, SandboxLimits};
 
-/// A shared handle on the one instance; traces and sessions keep it alive.
-pub type SharedInstance = Rc<RefCell<CoreInstance>>;
+/// A shared handle on one instance; traces and sessions keep it alive, from any thread.
+#[derive(Clone)]
+pub struct SharedInstance(Arc<Mutex<CoreInstance>>);
+
+impl SharedInstance {
+    fn new(instance: CoreInstance) -> Self {
+        Self(Arc::new(Mutex::new(instance)))
+    }
+
+    /// The instance, for one call. A poisoned lock (a panic while it was held) still hands the
+    /// instance back: `CoreInstance` turns panics inside a call into a dead instance itself, so
+    /// its state is never half-updated. Never hold the guard while Python code runs (building
+    /// an exception, converting results): Python may switch threads there, and a thread
+    /// waiting for this lock while holding the GIL would never let it be released; use
+    /// [`SharedInstance::with`] for calls that return errors.
+    pub fn lock(&self) -> MutexGuard<'_, CoreInstance> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one call on the instance and releases it before the caller turns the result into
+    /// Python objects or exceptions.
+    pub fn with<T>(&self, call: impl FnOnce(&mut CoreInstance) -> T) -> T {
+        call(&mut self.lock())
+    }
+}
 
 /// The core component running in this process.
-#[pyclass(unsendable, module = "torchlens._native")]
+#[pyclass(module = "torchlens._native")]
 pub struct Core {
     pub(crate) instance: SharedInstance,
-    runtime: Rc<CoreRuntime>,
+    runtime: Arc<CoreRuntime>,
 }
 
 #[pymethods]
 impl Core {
     /// The core component's version.
     fn version(&self, py: Python<'_>) -> PyResult<String> {
-        self.instance.borrow_mut().version().py_result(py)
+        self.instance.with(|core| core.version()).py_result(py)
     }
 
     /// The build id the running core answers (`torchlens-core-build:<hex>`): a digest of the
     /// sources it was built from; the same text is inside `embedded_component()`.
     fn build_id(&self, py: Python<'_>) -> PyResult<String> {
-        self.instance.borrow_mut().build_id().py_result(py)
+        self.instance.with(|core| core.build_id()).py_result(py)
     }
 
     /// Size of the embedded component in bytes.
@@ -57,8 +86,7 @@ impl Core {
         };
         let instance = self.instance.clone();
         let handle = instance
-            .borrow_mut()
-            .start_session(options, plan.as_ref())
+            .with(|core| core.start_session(options, plan.as_ref()))
             .py_result(py)?;
         Ok(Session::new(instance, handle))
     }
@@ -66,8 +94,7 @@ impl Core {
     /// The header length a `.tlspec` declares in its first 8 bytes.
     fn tlspec_header_length(&self, py: Python<'_>, first_bytes: &[u8]) -> PyResult<u64> {
         self.instance
-            .borrow_mut()
-            .tlspec_header_length(first_bytes)
+            .with(|core| core.tlspec_header_length(first_bytes))
             .py_result(py)
     }
 
@@ -80,8 +107,7 @@ impl Core {
     ) -> PyResult<Bound<'py, PyAny>> {
         let info = self
             .instance
-            .borrow_mut()
-            .parse_tlspec_header(header, file_length)
+            .with(|core| core.parse_tlspec_header(header, file_length))
             .py_result(py)?;
         crate::convert::header_info(py, &info)
     }
@@ -96,8 +122,7 @@ impl Core {
     ) -> PyResult<(Bound<'py, PyAny>, Trace)> {
         let (info, handle) = self
             .instance
-            .borrow_mut()
-            .decode_tlspec(header, body, file_length)
+            .with(|core| core.decode_tlspec(header, body, file_length))
             .py_result(py)?;
         Ok((
             crate::convert::header_info(py, &info)?,
@@ -115,9 +140,10 @@ impl Core {
         let decisions = crate::convert::op_decisions(decisions)?;
         let status = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| {
-                guest.call_fold_validation(store, &decisions, runtime_capture_available)
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest.call_fold_validation(store, &decisions, runtime_capture_available)
+                })
             })
             .py_result(py)?;
         crate::convert::validation_status(py, &status)
@@ -126,7 +152,9 @@ impl Core {
     /// The core's normalized type of a function name (`__radd__` → `add`): what `func` and label
     /// terms of a live plan compare.
     fn op_type(&self, py: Python<'_>, func_name: &str) -> PyResult<String> {
-        self.instance.borrow_mut().op_type(func_name).py_result(py)
+        self.instance
+            .with(|core| core.op_type(func_name))
+            .py_result(py)
     }
 
     /// Checks a selector arena and returns its class (`static`, `temporal`,
@@ -135,8 +163,7 @@ impl Core {
         let selector = crate::convert::selector(selector)?;
         let class = self
             .instance
-            .borrow_mut()
-            .call(|guest, store| guest.call_classify_selector(store, &selector))
+            .with(|core| core.call(|guest, store| guest.call_classify_selector(store, &selector)))
             .py_result(py)?;
         Ok(crate::convert::selector_class_name(class).to_string())
     }
@@ -145,8 +172,7 @@ impl Core {
     fn trace_from_body(&self, py: Python<'_>, body: &Bound<'_, PyBytes>) -> PyResult<Trace> {
         let handle = self
             .instance
-            .borrow_mut()
-            .from_body(body.as_bytes())
+            .with(|core| core.from_body(body.as_bytes()))
             .py_result(py)?;
         Ok(Trace::new(self.instance.clone(), handle))
     }
@@ -155,8 +181,7 @@ impl Core {
     fn refusal_codes(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
         let codes = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.call_refusal_codes(store))
+            .with(|core| core.call_infallible(|guest, store| guest.call_refusal_codes(store)))
             .py_result(py)?;
         Ok(codes
             .into_iter()
@@ -168,8 +193,7 @@ impl Core {
     fn validation_reasons(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
         let reasons = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.call_validation_reasons(store))
+            .with(|core| core.call_infallible(|guest, store| guest.call_validation_reasons(store)))
             .py_result(py)?;
         Ok(reasons
             .into_iter()
@@ -181,8 +205,7 @@ impl Core {
     fn capabilities(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
         let capabilities = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.call_capabilities(store))
+            .with(|core| core.call_infallible(|guest, store| guest.call_capabilities(store)))
             .py_result(py)?;
         Ok(capabilities
             .into_iter()
@@ -204,8 +227,7 @@ impl Core {
             implementations,
         };
         self.instance
-            .borrow_mut()
-            .call(|guest, store| guest.call_register_backend(store, &declaration))
+            .with(|core| core.call(|guest, store| guest.call_register_backend(store, &declaration)))
             .py_result(py)
     }
 
@@ -225,8 +247,9 @@ impl Core {
         };
         let outcome = self
             .instance
-            .borrow_mut()
-            .call(|guest, store| guest.call_gate(store, &declaration, &capability))
+            .with(|core| {
+                core.call(|guest, store| guest.call_gate(store, &declaration, &capability))
+            })
             .py_result(py)?;
         Ok(match outcome {
             torchlens_host_runtime::wit::GateOutcome::Admitted => None,
@@ -241,31 +264,41 @@ impl Core {
 }
 
 thread_local! {
-    static CORE: RefCell<Option<(SharedInstance, Rc<CoreRuntime>)>> = const { RefCell::new(None) };
+    /// This thread's instance: captures on different threads never share a store.
+    static CORE: RefCell<Option<SharedInstance>> = const { RefCell::new(None) };
 }
 
-/// The process's core (created on first use).
+/// The compiled component, shared by every thread's instance (compiled or loaded once).
+static RUNTIME: OnceLock<Arc<CoreRuntime>> = OnceLock::new();
+
+fn runtime(py: Python<'_>) -> PyResult<Arc<CoreRuntime>> {
+    if let Some(runtime) = RUNTIME.get() {
+        return Ok(runtime.clone());
+    }
+    let runtime = Arc::new(
+        CoreRuntime::from_component_bytes_cached(
+            EMBEDDED_COMPONENT,
+            default_cache_dir().as_deref(),
+            SandboxLimits::trusted(),
+        )
+        .py_result(py)?,
+    );
+    // Two threads may both have compiled; the first one stored wins and the other is dropped.
+    Ok(RUNTIME.get_or_init(|| runtime).clone())
+}
+
+/// This thread's core (created on first use).
 #[pyfunction]
 pub fn core(py: Python<'_>) -> PyResult<Core> {
+    let runtime = runtime(py)?;
     let existing = CORE.with(|cell| cell.borrow().clone());
-    let runtime = match existing {
-        // A trapped instance is dead with all its state; the next caller gets a fresh one
-        // (traces made on the dead one report `core_instance_dead`).
-        Some((instance, runtime)) if !instance.borrow().is_dead() => {
-            return Ok(Core { instance, runtime });
-        }
-        Some((_, runtime)) => runtime,
-        None => Rc::new(
-            CoreRuntime::from_component_bytes_cached(
-                EMBEDDED_COMPONENT,
-                default_cache_dir().as_deref(),
-                SandboxLimits::trusted(),
-            )
-            .py_result(py)?,
-        ),
-    };
-    let instance = Rc::new(RefCell::new(runtime.instantiate().py_result(py)?));
-    CORE.with(|cell| *cell.borrow_mut() = Some((instance.clone(), runtime.clone())));
+    // A trapped instance is dead with all its state; the next caller gets a fresh one
+    // (traces made on the dead one report `core_instance_dead`).
+    if let Some(instance) = existing.filter(|instance| !instance.lock().is_dead()) {
+        return Ok(Core { instance, runtime });
+    }
+    let instance = SharedInstance::new(runtime.instantiate().py_result(py)?);
+    CORE.with(|cell| *cell.borrow_mut() = Some(instance.clone()));
     Ok(Core { instance, runtime })
 }
 

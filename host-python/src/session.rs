@@ -17,7 +17,7 @@ use torchlens_schema::events::{
 };
 
 /// A capture session inside the core plus the events not yet sent.
-#[pyclass(unsendable, module = "torchlens._native")]
+#[pyclass(module = "torchlens._native")]
 pub struct Session {
     instance: SharedInstance,
     handle: Option<ResourceAny>,
@@ -49,8 +49,7 @@ impl Session {
         .to_postcard();
         let decisions = self
             .instance
-            .borrow_mut()
-            .ingest(handle, &batch)
+            .with(|core| core.ingest(handle, &batch))
             .py_result(py)?;
         Ok(decisions
             .into_iter()
@@ -246,8 +245,7 @@ impl Session {
         let decisions = self.send_pending(py)?;
         self.held.extend(decisions);
         self.instance
-            .borrow_mut()
-            .mark_stopped(handle, &reason, &frontier)
+            .with(|core| core.mark_stopped(handle, &reason, &frontier))
             .py_result(py)
     }
 
@@ -259,7 +257,10 @@ impl Session {
     /// `("followed_by", first, within)`, `("preceded_by", first)`.
     fn live_plan<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let handle = self.handle()?;
-        let plan = self.instance.borrow_mut().live_plan(handle).py_result(py)?;
+        let plan = self
+            .instance
+            .with(|core| core.live_plan(handle))
+            .py_result(py)?;
         plan.map(|plan| crate::convert::live_plan(py, plan))
             .transpose()
     }
@@ -269,8 +270,7 @@ impl Session {
         let handle = self.handle()?;
         let selector = crate::convert::selector(selector)?;
         self.instance
-            .borrow_mut()
-            .add_rule(handle, &selector)
+            .with(|core| core.add_rule(handle, &selector))
             .py_result(py)
     }
 
@@ -280,8 +280,7 @@ impl Session {
         let handle = self.handle()?;
         let plan = self
             .instance
-            .borrow_mut()
-            .rule_plan(handle, rule)
+            .with(|core| core.rule_plan(handle, rule))
             .py_result(py)?;
         crate::convert::live_plan(py, plan)
     }
@@ -291,8 +290,7 @@ impl Session {
     fn rule_matches(&mut self, py: Python<'_>, rule: u32, value: u64) -> PyResult<Option<bool>> {
         let handle = self.handle()?;
         self.instance
-            .borrow_mut()
-            .rule_matches(handle, rule, value)
+            .with(|core| core.rule_matches(handle, rule, value))
             .py_result(py)
     }
 
@@ -300,11 +298,12 @@ impl Session {
     fn mark_unverified(&mut self, py: Python<'_>, reason: String) -> PyResult<()> {
         let handle = self.handle()?;
         self.instance
-            .borrow_mut()
-            .call_infallible(|guest, store| {
-                guest
-                    .capture_session()
-                    .call_mark_unverified(store, handle, &reason)
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest
+                        .capture_session()
+                        .call_mark_unverified(store, handle, &reason)
+                })
             })
             .py_result(py)
     }
@@ -317,7 +316,10 @@ impl Session {
             .handle
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this capture session is finished"))?;
-        let (trace, last) = self.instance.borrow_mut().finish(handle).py_result(py)?;
+        let (trace, last) = self
+            .instance
+            .with(|core| core.finish(handle))
+            .py_result(py)?;
         decisions.extend(
             last.into_iter()
                 .map(|decision| (decision.value, decision.selected)),
@@ -330,7 +332,7 @@ impl Session {
         self.pending.clear();
         self.held.clear();
         if let Some(handle) = self.handle.take() {
-            let _ = self.instance.borrow_mut().drop_resource(handle);
+            let _ = self.instance.lock().drop_resource(handle);
         }
     }
 }

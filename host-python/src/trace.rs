@@ -11,7 +11,7 @@ use torchlens_host_runtime::{wit, ResourceAny};
 type PlacementRow = (u32, u64, String, u64, u64, String);
 
 /// A trace inside the core.
-#[pyclass(unsendable, module = "torchlens._native")]
+#[pyclass(module = "torchlens._native")]
 pub struct Trace {
     instance: SharedInstance,
     handle: ResourceAny,
@@ -30,8 +30,7 @@ impl Trace {
         let handle = self.handle;
         let info = self
             .instance
-            .borrow_mut()
-            .trace_info(handle)
+            .with(|core| core.trace_info(handle))
             .py_result(py)?;
         convert::trace_info(py, &info)
     }
@@ -42,8 +41,11 @@ impl Trace {
         let handle = self.handle;
         let ops = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_ops(store, handle, start, count))
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest.trace().call_ops(store, handle, start, count)
+                })
+            })
             .py_result(py)?;
         let list = PyList::empty(py);
         for op in &ops {
@@ -56,8 +58,11 @@ impl Trace {
     fn find_label(&self, py: Python<'_>, label: &str) -> PyResult<Option<u32>> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_find_label(store, handle, label))
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest.trace().call_find_label(store, handle, label)
+                })
+            })
             .py_result(py)
     }
 
@@ -66,8 +71,9 @@ impl Trace {
         let handle = self.handle;
         let layers = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_layers(store, handle))
+            .with(|core| {
+                core.call_infallible(|guest, store| guest.trace().call_layers(store, handle))
+            })
             .py_result(py)?;
         Ok(layers
             .into_iter()
@@ -80,8 +86,9 @@ impl Trace {
         let handle = self.handle;
         let modules = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_modules(store, handle))
+            .with(|core| {
+                core.call_infallible(|guest, store| guest.trace().call_modules(store, handle))
+            })
             .py_result(py)?;
         let list = PyList::empty(py);
         for module in &modules {
@@ -95,8 +102,9 @@ impl Trace {
         let handle = self.handle;
         let params = self
             .instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_params(store, handle))
+            .with(|core| {
+                core.call_infallible(|guest, store| guest.trace().call_params(store, handle))
+            })
             .py_result(py)?;
         let list = PyList::empty(py);
         for param in &params {
@@ -109,8 +117,9 @@ impl Trace {
     fn summary_table(&self, py: Python<'_>) -> PyResult<String> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_summary_table(store, handle))
+            .with(|core| {
+                core.call_infallible(|guest, store| guest.trace().call_summary_table(store, handle))
+            })
             .py_result(py)
     }
 
@@ -129,8 +138,7 @@ impl Trace {
             .collect();
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .select(handle, &selector, &where_results)
+            .with(|core| core.select(handle, &selector, &where_results))
             .py_result(py)
     }
 
@@ -138,8 +146,9 @@ impl Trace {
     fn ancestors(&self, py: Python<'_>, op: u32) -> PyResult<Vec<u32>> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_ancestors(store, handle, op))
+            .with(|core| {
+                core.call_infallible(|guest, store| guest.trace().call_ancestors(store, handle, op))
+            })
             .py_result(py)
     }
 
@@ -147,8 +156,11 @@ impl Trace {
     fn descendants(&self, py: Python<'_>, op: u32) -> PyResult<Vec<u32>> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .call_infallible(|guest, store| guest.trace().call_descendants(store, handle, op))
+            .with(|core| {
+                core.call_infallible(|guest, store| {
+                    guest.trace().call_descendants(store, handle, op)
+                })
+            })
             .py_result(py)
     }
 
@@ -157,8 +169,7 @@ impl Trace {
     fn keep_payloads(&self, py: Python<'_>, slots: Vec<u64>) -> PyResult<()> {
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .keep_payloads(handle, &slots)
+            .with(|core| core.keep_payloads(handle, &slots))
             .py_result(py)
     }
 
@@ -173,8 +184,7 @@ impl Trace {
         let handle = self.handle;
         let layout = self
             .instance
-            .borrow_mut()
-            .encode(handle, &manifest)
+            .with(|core| core.encode(handle, &manifest))
             .py_result(py)?;
         let placements = layout
             .payloads
@@ -208,15 +218,14 @@ impl Trace {
         };
         let handle = self.handle;
         self.instance
-            .borrow_mut()
-            .call(|guest, store| guest.trace().call_svg(store, handle, &view))
+            .with(|core| core.call(|guest, store| guest.trace().call_svg(store, handle, &view)))
             .py_result(py)
     }
 
     /// The trace body (postcard bytes).
     fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let handle = self.handle;
-        let body = self.instance.borrow_mut().body(handle).py_result(py)?;
+        let body = self.instance.with(|core| core.body(handle)).py_result(py)?;
         Ok(PyBytes::new(py, &body))
     }
 }
@@ -224,6 +233,6 @@ impl Trace {
 impl Drop for Trace {
     fn drop(&mut self) {
         // A dead instance took the resource with it; nothing to free then.
-        let _ = self.instance.borrow_mut().drop_resource(self.handle);
+        let _ = self.instance.lock().drop_resource(self.handle);
     }
 }

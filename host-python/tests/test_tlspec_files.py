@@ -23,7 +23,7 @@ def test_save_and_load_round_trip_bit_for_bit(tmp_path, dtype):
     model = SmallCnn().eval().to(dtype)
     trace = tl.trace(model, torch.randn(2, 3, 8, 8, dtype=dtype))
     path = tmp_path / "cnn.tlspec"
-    trace.save(str(path))
+    trace.save(str(path), source_paths="absolute")
     loaded = tl.load(str(path))
     assert loaded.labels == trace.labels
     assert loaded.summary() == trace.summary()

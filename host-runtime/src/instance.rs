@@ -84,6 +84,15 @@ pub(crate) fn trap_code(error: &wasmtime::Error, memory_refused: bool) -> &'stat
     }
 }
 
+/// The text of a caught panic (`panic!` with a literal or a formatted message).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
 fn trap_error_in(error: wasmtime::Error, store: &Store<StoreState>) -> HostError {
     HostError::Trap {
         code: trap_code(&error, store.data().memory_refused().is_some()),
@@ -158,11 +167,22 @@ impl CoreInstance {
             self.store.set_epoch_deadline(ticks);
         }
         let core = self.bindings.torchlens_core_core();
-        match body(core, &mut self.store) {
-            Ok(value) => Ok(value),
-            Err(error) => {
+        // A panic in the host side of a call (wasmtime or the bindings) must not unwind into
+        // the embedding (Python would see a `PanicException`, which `except Exception` does not
+        // catch): the instance is treated like a trapped one and the caller gets a typed error.
+        let store = &mut self.store;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(core, store))) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
                 self.dead = true;
                 Err(trap_error_in(error, &self.store))
+            }
+            Err(panic) => {
+                self.dead = true;
+                Err(HostError::Trap {
+                    code: "core_host_panic",
+                    message: panic_message(panic.as_ref()),
+                })
             }
         }
     }

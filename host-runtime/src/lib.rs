@@ -3,6 +3,8 @@
 //!
 //! - [`runtime`]: one engine and compiled component per process, with an on-disk cache of the
 //!   ahead-of-time compiled component so that startup stays fast.
+//! - [`component_cache`]: the verified on-disk cache of the compiled component (private
+//!   folder, SHA-256 key and checksum, atomic writes).
 //! - [`sandbox`]: the limits every instance runs under (memory cap, optional fuel) and the
 //!   imports it gets (none that reach the outside world).
 //! - [`instance`]: an instantiated core with typed calls; any trap ends the instance.
@@ -10,6 +12,7 @@
 //! - [`embedded`]: the component built into the host (feature `embedded-component`) and the
 //!   cache folder for its compiled form.
 
+pub mod component_cache;
 pub mod embedded;
 pub mod foreign;
 pub mod instance;
@@ -26,6 +29,7 @@ mod bindings {
 }
 
 pub use bindings::torchlens::core::types as wit;
+pub use component_cache::CacheOutcome;
 pub use instance::{CoreInstance, HostError};
 pub use runtime::{default_component_path, CoreRuntime};
 pub use sandbox::SandboxLimits;

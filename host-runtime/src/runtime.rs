@@ -1,9 +1,9 @@
 //! One engine and one compiled core component per process.
 
 use crate::bindings::TorchlensCorePre;
+use crate::component_cache::{self, CacheOutcome};
 use crate::instance::{CoreInstance, HostError};
 use crate::sandbox::{self, EpochTicker, SandboxLimits, StoreState};
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wasmtime::component::Component;
@@ -30,6 +30,8 @@ pub struct CoreRuntime {
     /// Present when instances run under a wall-clock deadline; instances share it, so it
     /// ticks while any of them lives.
     ticker: Option<Arc<EpochTicker>>,
+    /// What the on-disk cache did when this runtime was created.
+    cache_outcome: CacheOutcome,
 }
 
 fn load_error(what: &str, error: impl std::fmt::Display) -> HostError {
@@ -53,8 +55,8 @@ impl CoreRuntime {
         Self::from_component(engine, component, limits)
     }
 
-    /// Loads the component file, using (and filling) an ahead-of-time compiled copy in
-    /// `cache_dir` keyed by the component bytes, the wasmtime version and the engine settings.
+    /// Loads the component file, using (and filling) the verified ahead-of-time compiled copy
+    /// in `cache_dir` (see [`CoreRuntime::from_component_bytes_cached`]).
     pub fn from_component_file(
         path: &Path,
         cache_dir: Option<&Path>,
@@ -73,7 +75,9 @@ impl CoreRuntime {
     }
 
     /// Compiles component bytes, using (and filling) an ahead-of-time compiled copy in
-    /// `cache_dir` keyed by the bytes, the wasmtime version and the engine settings.
+    /// `cache_dir`. The copy is read only from a folder private to this user and deserialised
+    /// only after it verifies against a SHA-256 key of the bytes, the wasmtime version and the
+    /// engine settings (see [`crate::component_cache`]); anything else compiles in memory.
     pub fn from_component_bytes_cached(
         bytes: &[u8],
         cache_dir: Option<&Path>,
@@ -83,39 +87,53 @@ impl CoreRuntime {
             return Self::from_component_bytes(bytes, limits);
         };
         let engine = Self::engine(&limits)?;
-        let cached = cache_dir.join(Self::cache_name(&engine, bytes));
-        if let Ok(precompiled) = std::fs::read(&cached) {
-            // SAFETY: the file is one this runtime wrote itself, named by the hash of the
-            // component bytes, the wasmtime version and the engine's compatibility hash, so it
-            // matches this engine. A corrupt cache fails here and falls back to compiling.
-            let component = unsafe { Component::deserialize(&engine, &precompiled) };
-            if let Ok(component) = component {
-                return Self::from_component(engine, component, limits);
-            }
+        if let Err(reason) = component_cache::private_folder(cache_dir) {
+            let component = Component::new(&engine, bytes)
+                .map_err(|error| load_error("compiling the core component", error))?;
+            return Self::from_component(engine, component, limits)
+                .map(|runtime| runtime.with_outcome(CacheOutcome::UnsafeFolder(reason)));
+        }
+        let key = component_cache::cache_key(&engine, bytes, wasmtime_version());
+        let cached = component_cache::artifact_path(cache_dir, &key);
+        let mut outcome = CacheOutcome::Compiled;
+        match component_cache::read_artifact(&cached) {
+            Ok(None) => {}
+            Ok(Some(artifact)) => match component_cache::verified_artifact(&artifact, &key) {
+                Ok(compiled) => {
+                    // SAFETY: the bytes come from a file private to this user, and they carry
+                    // the key of these component bytes and this engine's settings and match
+                    // their SHA-256: they are what `serialize` produced for this engine.
+                    match unsafe { Component::deserialize(&engine, compiled) } {
+                        Ok(component) => {
+                            return Self::from_component(engine, component, limits)
+                                .map(|runtime| runtime.with_outcome(CacheOutcome::Loaded));
+                        }
+                        Err(error) => outcome = CacheOutcome::Rejected(error.to_string()),
+                    }
+                }
+                Err(reason) => outcome = CacheOutcome::Rejected(reason),
+            },
+            Err(reason) => outcome = CacheOutcome::Rejected(reason),
         }
         let component = Component::new(&engine, bytes)
             .map_err(|error| load_error("compiling the core component", error))?;
-        if let Ok(serialized) = component.serialize() {
-            // A cache we cannot write only costs startup time next run.
-            let _ = std::fs::create_dir_all(cache_dir);
-            let temporary = cached.with_extension("tmp");
-            if std::fs::write(&temporary, serialized).is_ok() {
-                let _ = std::fs::rename(&temporary, &cached);
-            }
+        if let Ok(compiled) = component.serialize() {
+            component_cache::write_artifact(
+                &cached,
+                &component_cache::artifact_bytes(&compiled, &key),
+            );
         }
-        Self::from_component(engine, component, limits)
+        Self::from_component(engine, component, limits).map(|runtime| runtime.with_outcome(outcome))
     }
 
-    fn cache_name(engine: &Engine, bytes: &[u8]) -> String {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        bytes.hash(&mut hasher);
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        format!(
-            "torchlens-core-{}-wasmtime{}-{:016x}.cwasm",
-            env!("CARGO_PKG_VERSION"),
-            wasmtime_version(),
-            hasher.finish()
-        )
+    fn with_outcome(mut self, outcome: CacheOutcome) -> Self {
+        self.cache_outcome = outcome;
+        self
+    }
+
+    /// What the on-disk cache did when this runtime was created.
+    pub fn cache_outcome(&self) -> &CacheOutcome {
+        &self.cache_outcome
     }
 
     fn from_component(
@@ -138,6 +156,7 @@ impl CoreRuntime {
             pre,
             limits,
             ticker,
+            cache_outcome: CacheOutcome::Disabled,
         })
     }
 

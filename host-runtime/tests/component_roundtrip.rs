@@ -7,7 +7,7 @@ use torchlens_core::model::TraceOptions;
 use torchlens_core::tlspec;
 use torchlens_core::TraceBuilder;
 use torchlens_host_runtime::{
-    default_component_path, wit, CoreInstance, CoreRuntime, HostError, SandboxLimits,
+    default_component_path, wit, CacheOutcome, CoreInstance, CoreRuntime, HostError, SandboxLimits,
 };
 
 fn runtime(limits: SandboxLimits) -> CoreRuntime {
@@ -128,7 +128,7 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
     let header = &file[..8 + header_length as usize];
     let info = core.parse_tlspec_header(header, file.len() as u64).unwrap();
     assert_eq!(info.manifest.backend, "demo");
-    assert_eq!(info.format_version, 1);
+    assert_eq!(info.format_version, 2);
     let body = &file[info.body_offset as usize..(info.body_offset + info.body_length) as usize];
     let (_, decoded) = core.decode_tlspec(header, body, file.len() as u64).unwrap();
     let (_, native_decoded) = tlspec::decode_file(&file).unwrap();
@@ -429,22 +429,136 @@ fn fuel_bounds_a_call() {
     }
 }
 
+/// A fresh private cache folder for one test.
+fn cache_folder(name: &str) -> std::path::PathBuf {
+    let cache = std::env::temp_dir().join(format!(
+        "torchlens-cache-test-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&cache);
+    cache
+}
+
+fn cached_runtime(cache: &std::path::Path) -> CoreRuntime {
+    CoreRuntime::from_component_file(
+        &default_component_path(),
+        Some(cache),
+        SandboxLimits::trusted(),
+    )
+    .unwrap()
+}
+
+/// Creates a runtime on `cache` and checks that the cache rejected its artifact for a reason
+/// containing `reason`; returns the runtime.
+fn rejected(cache: &std::path::Path, reason: &str) -> CoreRuntime {
+    let runtime = cached_runtime(cache);
+    assert!(
+        matches!(runtime.cache_outcome(), CacheOutcome::Rejected(why) if why.contains(reason)),
+        "expected a rejection for `{reason}`, got {:?}",
+        runtime.cache_outcome()
+    );
+    runtime
+}
+
+/// A fresh cache folder holding the artifact of the trusted engine: `(folder, artifact)`.
+fn filled_cache(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let cache = cache_folder(name);
+    drop(cached_runtime(&cache));
+    let path = artifact(&cache);
+    (cache, path)
+}
+
+/// The one artifact in a cache folder.
+fn artifact(cache: &std::path::Path) -> std::path::PathBuf {
+    let entries: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "one precompiled component cached: {entries:?}"
+    );
+    entries[0].clone()
+}
+
 #[test]
 fn the_precompiled_cache_is_written_and_reused() {
-    let cache = std::env::temp_dir().join(format!("torchlens-cache-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&cache);
-    let path = default_component_path();
-    let first =
-        CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
-    let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
-    assert_eq!(entries.len(), 1, "one precompiled component cached");
+    let cache = cache_folder("reuse");
+    let first = cached_runtime(&cache);
+    assert_eq!(first.cache_outcome(), &CacheOutcome::Compiled);
+    let path = artifact(&cache);
     drop(first);
-    let second =
-        CoreRuntime::from_component_file(&path, Some(&cache), SandboxLimits::trusted()).unwrap();
+    let second = cached_runtime(&cache);
+    assert_eq!(second.cache_outcome(), &CacheOutcome::Loaded);
     assert_eq!(
         second.instantiate().unwrap().version().unwrap(),
         env!("CARGO_PKG_VERSION")
     );
+    assert_eq!(artifact(&cache), path, "no temporary file is left behind");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn a_tampered_cached_artifact_is_rejected_and_compiled_again() {
+    let (cache, path) = filled_cache("tamper");
+    let good = std::fs::read(&path).unwrap();
+
+    // One byte of the compiled code changed (past the artifact's 72-byte header).
+    let mut code = good.clone();
+    let middle = 72 + (good.len() - 72) / 2;
+    code[middle] ^= 0x01;
+    std::fs::write(&path, &code).unwrap();
+    let runtime = rejected(&cache, "checksum");
+    assert_eq!(
+        runtime.instantiate().unwrap().version().unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        good,
+        "the artifact was rewritten"
+    );
+
+    // A valid artifact of another engine configuration (fuel metering on) under this key.
+    let fuel_cache = cache_folder("tamper-fuel");
+    drop(
+        CoreRuntime::from_component_file(
+            &default_component_path(),
+            Some(&fuel_cache),
+            SandboxLimits::untrusted(),
+        )
+        .unwrap(),
+    );
+    std::fs::copy(artifact(&fuel_cache), &path).unwrap();
+    rejected(&cache, "engine settings");
+
+    // Bare wasmtime output without this cache's header (what the old cache wrote).
+    std::fs::write(&path, &good[72..]).unwrap();
+    rejected(&cache, "not an artifact of this cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let _ = std::fs::remove_dir_all(&fuel_cache);
+}
+
+#[test]
+fn a_cache_folder_other_users_can_write_is_never_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let (cache, path) = filled_cache("shared");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let runtime = cached_runtime(&cache);
+    assert!(
+        matches!(runtime.cache_outcome(), CacheOutcome::UnsafeFolder(reason) if reason.contains("writable by other users")),
+        "{:?}",
+        runtime.cache_outcome()
+    );
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // An artifact others may write is not read either.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    rejected(&cache, "writable by other users");
+    // A symlink in place of the artifact is not followed.
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(std::env::temp_dir(), &path).unwrap();
+    rejected(&cache, "");
     let _ = std::fs::remove_dir_all(&cache);
 }
 

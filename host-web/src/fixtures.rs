@@ -88,10 +88,11 @@ pub fn hostile_files() -> CoreResult<Vec<(&'static str, Vec<u8>, &'static str)>>
     let mut huge_header = u64::MAX.to_le_bytes().to_vec();
     huge_header.extend_from_slice(b"{}");
     let truncated = demo[..demo.len() / 2].to_vec();
-    // The body is the first tensor after the header; scribble over its middle.
+    // The body is the first tensor after the header; scribble over its middle (past the
+    // 8-byte check block, so the body's checksum is what catches it).
     let header = u64::from_le_bytes(demo[..8].try_into().unwrap_or_default()) as usize;
     let mut scribbled = demo.clone();
-    for byte in scribbled.iter_mut().skip(8 + header + 4).take(64) {
+    for byte in scribbled.iter_mut().skip(8 + header + 12).take(64) {
         *byte = 0xff;
     }
     let mut not_json = 16u64.to_le_bytes().to_vec();
@@ -102,7 +103,7 @@ pub fn hostile_files() -> CoreResult<Vec<(&'static str, Vec<u8>, &'static str)>>
         (
             "scribbled-body.tlspec",
             scribbled,
-            "tlspec_body_undecodable",
+            "tlspec_body_checksum_mismatch",
         ),
         ("not-json.tlspec", not_json, "tlspec_"),
         ("empty.tlspec", Vec::new(), "tlspec_too_short"),

@@ -426,7 +426,7 @@ pub fn encoded_layout(layout: EncodedLayout) -> wit::EncodedLayout {
 pub fn header_info(info: HeaderInfo) -> wit::HeaderInfo {
     wit::HeaderInfo {
         manifest: manifest_out(info.manifest),
-        format_version: crate::tlspec::FORMAT_VERSION,
+        format_version: info.format_version,
         body_offset: info.body_offset,
         body_length: info.body_length,
         payloads: info

@@ -5,10 +5,11 @@
 use super::dtype_map::{element_count, storage_dtype, storage_item_size, StorageDtype};
 use super::errors::{limit, malformed, REMEDY_DAMAGED, REMEDY_RANGES};
 use super::header::{self, RawHeader};
+use super::integrity;
 use super::limits::{Limits, MAX_RANK};
 use super::manifest::Manifest;
 use super::validate::validate_trace;
-use super::{BODY_TENSOR, FORMAT, FORMAT_VERSION};
+use super::{BODY_TENSOR, FORMAT, FORMAT_VERSION, OLDEST_READABLE_VERSION, RESERVED_TENSOR_PREFIX};
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::model::Trace;
@@ -45,6 +46,13 @@ pub struct HeaderInfo {
     /// Payloads in file order; after [`decode_body`], an op's payload slot is its index here.
     pub payloads: Vec<PayloadEntry>,
     pub file_length: u64,
+    /// The file's format version (1 or 2).
+    pub format_version: u32,
+    /// CRC-32 of the header bytes as read (the 8 length bytes and the header JSON); a v2 body's
+    /// check block must record it.
+    pub header_crc32: u32,
+    /// The manifest's `body_crc32` (v2 files; `None` in v1 files).
+    pub body_crc32: Option<u32>,
 }
 
 fn too_short(what: &str) -> CoreError {
@@ -134,7 +142,9 @@ pub fn parse_header_with(
         )
     })?;
     let data_available = available - json_length;
-    interpret(raw, json_length, data_available, file_length, limits)
+    let mut info = interpret(raw, json_length, data_available, file_length, limits)?;
+    info.header_crc32 = integrity::crc32(header);
+    Ok(info)
 }
 
 fn not_tlspec(message: &str) -> CoreError {
@@ -182,16 +192,21 @@ fn interpret(
     if metadata.get("format").map(String::as_str) != Some(FORMAT) {
         return Err(not_tlspec("its __metadata__ has no format=tlspec"));
     }
+    // Exactly the digits the encoder writes: a damaged version never reads as another one.
     let version = metadata.get("format_version").map_or("", String::as_str);
-    if version.parse::<u32>().ok() != Some(FORMAT_VERSION) {
-        return Err(CoreError::new(
-            ErrorKind::UnsupportedVersion,
-            "tlspec_version_unsupported",
-            format!("format version `{version}`; this core reads version {FORMAT_VERSION}"),
-            "open the file with the TorchLens version that wrote it, or upgrade TorchLens",
-        ));
-    }
-    let (manifest, logical_json) = Manifest::from_metadata(metadata)?;
+    let format_version = (OLDEST_READABLE_VERSION..=FORMAT_VERSION)
+        .find(|known| version == known.to_string())
+        .ok_or_else(|| {
+            CoreError::new(
+                ErrorKind::UnsupportedVersion,
+                "tlspec_version_unsupported",
+                format!(
+                    "format version `{version}`; this core reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
+                ),
+                "open the file with the TorchLens version that wrote it, or upgrade TorchLens",
+            )
+        })?;
+    let (manifest, logical_json, body_crc32) = Manifest::from_metadata(metadata, format_version)?;
     let logical: BTreeMap<String, String> =
         serde_json::from_str(&logical_json).map_err(|error| {
             malformed(
@@ -333,6 +348,12 @@ fn interpret(
 
     let mut payloads = Vec::with_capacity(tensors.len());
     for tensor in tensors {
+        if tensor.name.starts_with(RESERVED_TENSOR_PREFIX) {
+            return Err(payload_mismatch(format!(
+                "tensor `{}` uses a name the format reserves and this reader does not know",
+                tensor.name
+            )));
+        }
         let dtype = logical.get(&tensor.name).ok_or_else(|| {
             payload_mismatch(format!(
                 "payload `{}` has no logical dtype in the manifest",
@@ -365,6 +386,10 @@ fn interpret(
         body_length,
         payloads,
         file_length,
+        format_version,
+        // Filled in by `parse_header_with`, which holds the header bytes.
+        header_crc32: 0,
+        body_crc32,
     })
 }
 
@@ -414,25 +439,42 @@ pub fn decode_body(header: &HeaderInfo, body: &[u8]) -> CoreResult<Trace> {
             REMEDY_RANGES,
         ));
     }
-    let mut trace = trace_from_body(body)?;
+    let postcard = match header.body_crc32 {
+        Some(body_crc32) => integrity::verified_body(body, header.header_crc32, body_crc32)?,
+        None => body,
+    };
+    let mut trace = decode_trace_body(postcard, Some(header.format_version))?;
     attach_payloads(&mut trace, &header.payloads)?;
     Ok(trace)
 }
 
-/// Rebuilds a trace from body bytes (a postcard [`super::TraceBody`], optionally zero-padded to
-/// 8 bytes) and checks every invariant of the trace model. Payload slots are left as stored.
+/// Rebuilds a trace from body bytes (a postcard [`super::TraceBody`] of any readable version,
+/// optionally zero-padded to 8 bytes) and checks every invariant of the trace model. Payload
+/// slots are left as stored.
 pub fn trace_from_body(body: &[u8]) -> CoreResult<Trace> {
+    decode_trace_body(body, None)
+}
+
+/// [`trace_from_body`]; inside a file the body's version must be the header's (`expected`).
+fn decode_trace_body(body: &[u8], expected: Option<u32>) -> CoreResult<Trace> {
     // Postcard never preallocates past what the remaining bytes could hold, so a body that
     // declares a billion ops fails at the end of its bytes instead of allocating for them.
     let (version, rest) = postcard::take_from_bytes::<u32>(body)
         .map_err(|error| undecodable(format!("the body has no format version: {error}")))?;
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(CoreError::new(
             ErrorKind::UnsupportedVersion,
             "tlspec_version_unsupported",
-            format!("body format version {version}; this core reads version {FORMAT_VERSION}"),
+            format!(
+                "body format version {version}; this core reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
+            ),
             "open the file with the TorchLens version that wrote it, or upgrade TorchLens",
         ));
+    }
+    if let Some(expected) = expected.filter(|&expected| expected != version) {
+        return Err(undecodable(format!(
+            "the body says format version {version}, the header {expected}"
+        )));
     }
     let (trace, padding) = postcard::take_from_bytes::<Trace>(rest)
         .map_err(|error| undecodable(format!("the trace body does not decode: {error}")))?;

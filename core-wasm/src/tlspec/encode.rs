@@ -2,10 +2,12 @@
 
 use super::dtype_map::{element_count, storage_dtype, StorageDtype};
 use super::header::{HeaderOut, TensorOut};
+use super::integrity;
 use super::limits::{Limits, MAX_RANK};
 use super::manifest::Manifest;
+use super::source_paths;
 use super::validate::validate_trace;
-use super::{BODY_TENSOR, FORMAT_VERSION};
+use super::{BODY_TENSOR, FORMAT_VERSION, RESERVED_TENSOR_PREFIX};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::events::PayloadSlot;
 use crate::model::Trace;
@@ -109,6 +111,10 @@ fn check_checksums_cover<V>(
 
 pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLayout> {
     validate_trace(trace)?;
+    // Sources rewritten for sharing (`source_paths` in the manifest's extra keys), on a copy:
+    // the live trace keeps the paths it recorded.
+    let rewritten = source_paths::rewritten(trace, manifest)?;
+    let trace = rewritten.as_ref().unwrap_or(trace);
     let mut pending = Vec::new();
     for (index, op) in trace.ops.iter().enumerate() {
         let Some(slot) = op.payload else { continue };
@@ -119,7 +125,9 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
 
     let mut body = body_bytes(trace);
     body.resize(body.len().next_multiple_of(8), 0);
-    let body_length = body.len() as u64;
+    let body_crc32 = integrity::crc32(&body);
+    // The body tensor starts with the check block (the header's CRC-32).
+    let body_length = (integrity::CHECK_BLOCK_LENGTH + body.len()) as u64;
 
     let mut logical_dtypes = BTreeMap::new();
     let mut tensors = Vec::with_capacity(pending.len() + 1);
@@ -144,7 +152,7 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
     }
     check_checksums_cover(&manifest.payload_checksums, &logical_dtypes)?;
     let logical_json = serde_json::to_string(&logical_dtypes).map_err(json_bug)?;
-    let metadata = manifest.to_metadata(logical_json)?;
+    let metadata = manifest.to_metadata(logical_json, body_crc32)?;
     let mut header = serde_json::to_vec(&HeaderOut {
         metadata: &metadata,
         tensors: &tensors,
@@ -164,9 +172,12 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
     let data_start = 8 + header_length;
     let file_length = data_start.checked_add(end).ok_or_else(too_large)?;
 
-    let mut prefix = Vec::with_capacity(8 + header.len() + body.len());
+    let mut prefix =
+        Vec::with_capacity(8 + header.len() + integrity::CHECK_BLOCK_LENGTH + body.len());
     prefix.extend_from_slice(&header_length.to_le_bytes());
     prefix.extend_from_slice(&header);
+    let header_crc32 = integrity::crc32(&prefix);
+    prefix.extend_from_slice(&integrity::check_block(header_crc32));
     prefix.extend_from_slice(&body);
 
     let mut offset = data_start + body_length;
@@ -198,7 +209,7 @@ fn pending_payload(
     record: &crate::model::Op,
 ) -> CoreResult<Pending<'_>> {
     let label = record.label.as_str();
-    if label == BODY_TENSOR || label == super::header::METADATA_KEY {
+    if label.starts_with(RESERVED_TENSOR_PREFIX) || label == super::header::METADATA_KEY {
         return Err(encode_error(
             "tlspec_label_reserved",
             format!("op {op} is labelled `{label}`, a name the file format reserves"),

@@ -12,12 +12,19 @@ pub(crate) const LOGICAL_DTYPES_KEY: &str = "logical_dtypes";
 /// supplied checksums.
 pub(crate) const PAYLOAD_CRC32_KEY: &str = "payload_crc32";
 
+/// Key of the body's CRC-32 (v2; decimal), over the body tensor after its check block.
+pub(crate) const BODY_CRC32_KEY: &str = "body_crc32";
+/// Key of how source file paths were written (`relative`, `absolute`, `none`). It travels in
+/// `extra`: the host asks for a mode by setting it, the encoder rewrites the sources to match.
+pub const SOURCE_PATHS_KEY: &str = "source_paths";
+
 /// Keys the codec writes itself; `extra` may not use them.
-const RESERVED_KEYS: [&str; 11] = [
+const RESERVED_KEYS: [&str; 12] = [
     "format",
     "format_version",
     LOGICAL_DTYPES_KEY,
     PAYLOAD_CRC32_KEY,
+    BODY_CRC32_KEY,
     "backend",
     "backend_runtime",
     "backend_version",
@@ -47,15 +54,18 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// The `__metadata__` map to write, with `logical_dtypes` already rendered as JSON.
+    /// The `__metadata__` map to write, with `logical_dtypes` already rendered as JSON and the
+    /// CRC-32 of the body (after its check block).
     pub(crate) fn to_metadata(
         &self,
         logical_dtypes: String,
+        body_crc32: u32,
     ) -> CoreResult<BTreeMap<String, String>> {
         let mut map = BTreeMap::new();
         map.insert("format".to_string(), FORMAT.to_string());
         map.insert("format_version".to_string(), FORMAT_VERSION.to_string());
         map.insert(LOGICAL_DTYPES_KEY.to_string(), logical_dtypes);
+        map.insert(BODY_CRC32_KEY.to_string(), body_crc32.to_string());
         if !self.payload_checksums.is_empty() {
             let checksums: BTreeMap<&str, u32> = self
                 .payload_checksums
@@ -98,9 +108,14 @@ impl Manifest {
         Ok(map)
     }
 
-    /// Reads the manifest back; missing named fields read as empty (older writers may omit
-    /// them). Returns the manifest and the raw `logical_dtypes` JSON.
-    pub(crate) fn from_metadata(mut map: BTreeMap<String, String>) -> CoreResult<(Self, String)> {
+    /// Reads the manifest of a file of format `version` back; missing named fields read as
+    /// empty (older writers may omit them). Returns the manifest, the raw `logical_dtypes` JSON
+    /// and the body's CRC-32 (required from v2 on; a v1 file may not have one, so a v2 file
+    /// whose version was damaged into 1 is not read as v1).
+    pub(crate) fn from_metadata(
+        mut map: BTreeMap<String, String>,
+        version: u32,
+    ) -> CoreResult<(Self, String, Option<u32>)> {
         let logical = map.remove(LOGICAL_DTYPES_KEY).ok_or_else(|| {
             malformed(
                 "tlspec_manifest_invalid",
@@ -110,6 +125,30 @@ impl Manifest {
         })?;
         map.remove("format");
         map.remove("format_version");
+        let body_crc32 = match (map.remove(BODY_CRC32_KEY), version) {
+            (None, 1) => None,
+            (Some(text), 2..) => Some(decimal_u32(&text).ok_or_else(|| {
+                malformed(
+                    "tlspec_manifest_invalid",
+                    format!("body_crc32 `{text}` is not a decimal 32-bit number"),
+                    "the file is damaged; save the trace again from its source",
+                )
+            })?),
+            (Some(_), _) => {
+                return Err(malformed(
+                    "tlspec_manifest_invalid",
+                    "a version 1 manifest with a body_crc32 (only version 2 has one)",
+                    "the file is damaged; save the trace again from its source",
+                ))
+            }
+            (None, _) => {
+                return Err(malformed(
+                    "tlspec_manifest_invalid",
+                    format!("the version {version} manifest has no body_crc32"),
+                    "the file is damaged; save the trace again from its source",
+                ))
+            }
+        };
         let payload_checksums = match map.remove(PAYLOAD_CRC32_KEY) {
             None => Vec::new(),
             Some(json) => serde_json::from_str::<BTreeMap<String, u32>>(&json)
@@ -135,6 +174,15 @@ impl Manifest {
             payload_checksums,
             extra: map.into_iter().collect(),
         };
-        Ok((manifest, logical))
+        Ok((manifest, logical, body_crc32))
     }
+}
+
+/// A `u32` written the way the encoder writes it: decimal digits, no sign, no leading zero.
+/// One spelling per value, so a changed byte never reads as the same checksum.
+fn decimal_u32(text: &str) -> Option<u32> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|byte| byte.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
 }

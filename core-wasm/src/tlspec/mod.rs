@@ -1,16 +1,19 @@
-//! The `.tlspec` v1 codec.
+//! The `.tlspec` codec: writes version 2, reads versions 1 and 2.
 //!
 //! A `.tlspec` file is a valid safetensors file, so any safetensors reader can open the saved
 //! activations by op label:
 //!
 //! ```text
 //! [8-byte LE header length n][header JSON, space-padded to a multiple of 8]
-//! [data: __torchlens_body__ (U8, postcard TraceBody, zero-padded to a multiple of 8)]
+//! [data: __torchlens_body__ (U8: v2 only, an 8-byte check block with the CRC-32 of the
+//!        8 + n bytes before it; then the postcard TraceBody, zero-padded to a multiple of 8)]
 //! [data: one tensor per op with a payload, named by the op label]
 //! ```
 //!
-//! The header's `__metadata__` map is the [`Manifest`] (plus `format`, `format_version` and the
-//! `logical_dtypes` of every payload). The core never sees tensor bytes: [`encode_layout`] says
+//! The header's `__metadata__` map is the [`Manifest`] (plus `format`, `format_version`, the
+//! `logical_dtypes` of every payload and, in v2, the `body_crc32` of the body after its check
+//! block). So in v2 every byte of the prefix is covered: the header by the check block, the
+//! check block by the header checksum it must match, the body by `body_crc32`. The core never sees tensor bytes: [`encode_layout`] says
 //! where each payload goes and the host writes the bytes; on load, [`header_length`],
 //! [`parse_header`] and [`decode_body`] need only the header and the body, never the payloads.
 //!
@@ -22,8 +25,10 @@ mod dtype_map;
 mod encode;
 mod errors;
 mod header;
+mod integrity;
 mod limits;
 mod manifest;
+mod source_paths;
 mod validate;
 
 pub use decode::{
@@ -33,7 +38,7 @@ pub use decode::{
 pub use dtype_map::{storage_dtype, StorageDtype};
 pub use encode::{encode_layout, encode_with_payloads, EncodedLayout, PayloadPlacement};
 pub use limits::{Limits, MAX_RANK};
-pub use manifest::Manifest;
+pub use manifest::{Manifest, SOURCE_PATHS_KEY};
 pub use validate::validate_trace;
 
 use crate::model::Trace;
@@ -41,10 +46,14 @@ use serde::{Deserialize, Serialize};
 
 /// The value of the manifest's `format` key.
 pub const FORMAT: &str = "tlspec";
-/// The format version this core writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this core writes.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this core still reads (v1: no checksums on header and body).
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// Name of the U8 tensor holding the postcard trace body; always the first tensor of the data.
 pub const BODY_TENSOR: &str = "__torchlens_body__";
+/// Tensor names starting with this are the format's own; no payload may use one.
+pub const RESERVED_TENSOR_PREFIX: &str = "__torchlens_";
 
 /// What the body tensor holds (postcard). The version travels in the body too, so a body cut
 /// out of its file still says what it is.

@@ -4,10 +4,16 @@ once, and the adapter receives one checked :class:`~torchlens.adapter_kit.Captur
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional
 
 from .options import CaptureOptions
 from .trace import Trace
+
+#: Per thread: whether a ``tl.trace`` is running on it. Captures on different threads are
+#: independent; a capture inside a traced forward on the same thread would stack a second set
+#: of hooks and modes on the first, so it is refused.
+_ACTIVE = threading.local()
 
 
 def trace(
@@ -31,10 +37,21 @@ def trace(
     the run and ``stop_after=selector`` ends it early, where the backend supports them.
     """
     from .backends import get_backend, resolve
+    from .errors import NestedTraceError
 
+    if getattr(_ACTIVE, "tracing", False):
+        raise NestedTraceError(
+            "tl.trace was called inside a forward that tl.trace is already recording on this thread",
+            "trace_nested",
+            "trace the inner model on its own (outside the traced forward), or from another thread",
+        )
     spec = resolve(model, x, backend)
     request = capture_request(spec, model, x, kwargs, save, capture, intervene, stop_after, facets)
-    return get_backend(spec.name).capture(request)
+    _ACTIVE.tracing = True
+    try:
+        return get_backend(spec.name).capture(request)
+    finally:
+        _ACTIVE.tracing = False
 
 
 def capture_request(
@@ -151,11 +168,13 @@ def validate(trace: Trace, outputs: Any = None) -> Any:
     return trace.validate_forward_pass(outputs)
 
 
-def load(path: str, payload_load_hints: Any = None) -> Trace:
+def load(path: str, payload_load_hints: Any = None, verify: bool = False) -> Trace:
     """Opens a ``.tlspec`` file saved by ``trace.save``. ``payload_load_hints``
     (:class:`~torchlens.tlspec_io.PayloadLoadHints`) says how backends materialize payloads,
     for example re-applying a JAX sharding. A file that names no backend, or one not
-    registered here, is refused (``tlspec_backend_missing``, ``backend_unknown``)."""
+    registered here, is refused (``tlspec_backend_missing``, ``backend_unknown``).
+    The header and the trace body are always checked against their checksums (format
+    version 2); ``verify=True`` also reads every payload and checks its CRC-32."""
     from .tlspec_io import load as load_file
 
-    return load_file(path, hints=payload_load_hints)
+    return load_file(path, hints=payload_load_hints, verify=verify)

@@ -61,6 +61,11 @@ class BackendUnsupportedError(TorchLensError):
         self.framework = framework
 
 
+class NestedTraceError(TorchLensError):
+    """``tl.trace`` was called inside a forward that ``tl.trace`` is recording on the same thread
+    (code ``trace_nested``). Other threads may trace at the same time."""
+
+
 class CaptureError(TorchLensError):
     """The model's forward raised during capture; the original exception is the cause."""
 

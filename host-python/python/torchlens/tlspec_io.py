@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ._core import core
-from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError
+from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
 from .trace import Trace
 
 
@@ -26,9 +26,21 @@ class PayloadLoadHints:
     jax: Any = None
 
 
-def save(trace: Trace, path: str) -> None:
+#: The ways ``trace.save`` writes source file paths (the core rewrites them; see
+#: docs/tlspec-format.md).
+SOURCE_PATH_MODES = ("relative", "absolute", "none")
+
+
+def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
-    A failed save leaves any existing file untouched."""
+    A failed save leaves any existing file untouched. ``source_paths`` is one of
+    :data:`SOURCE_PATH_MODES`."""
+    if source_paths not in SOURCE_PATH_MODES:
+        raise UnsupportedError(
+            f"source_paths={source_paths!r} is not one of {', '.join(SOURCE_PATH_MODES)}",
+            "tlspec_source_paths_invalid",
+            'pass source_paths="relative", "absolute" or "none"',
+        )
     backend = trace._backend
     manifest = {
         "backend": backend.name,
@@ -39,7 +51,7 @@ def save(trace: Trace, path: str) -> None:
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "codec_metadata": json.dumps(backend.codec_metadata(trace), sort_keys=True),
         "payload_checksums": _payload_checksums(trace),
-        "extra": [],
+        "extra": [("source_paths", source_paths)],
     }
     prefix, placements, file_length = trace._native.encode(manifest)
     directory = os.path.dirname(os.path.abspath(path))
@@ -89,19 +101,43 @@ def _payload_checksums(trace: Trace) -> list:
     return checksums
 
 
-def load(path: str, backend: Any = None, hints: Optional[PayloadLoadHints] = None) -> Trace:
-    """Opens a ``.tlspec``. The core checks the header and the trace body before anything is
-    sized; payloads become zero-copy arrays over a private memory map of the file.
+def load(
+    path: str, backend: Any = None, hints: Optional[PayloadLoadHints] = None, verify: bool = False
+) -> Trace:
+    """Opens a ``.tlspec``. The core checks the header and the trace body (and, in format
+    version 2, their checksums) before anything is sized; payloads become zero-copy arrays over
+    a private memory map of the file. ``verify=True`` also reads every payload and checks it
+    against the CRC-32 its writer recorded (``tlspec_payload_checksum_mismatch``).
 
     Any file it cannot read raises :class:`~torchlens.errors.TlspecFormatError` (or its
     subclass ``TlspecVersionError``), with the core's stable code."""
     try:
-        return _load(path, backend, hints)
+        return _load(path, backend, hints, verify)
     except (LimitExceededError, InvalidTraceError) as error:
         raise TlspecFormatError(error.message, error.code, error.remedy) from error
 
 
-def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints]) -> Trace:
+def _verify_payloads(mapped: Any, info: dict) -> None:
+    """Every payload's bytes against the CRC-32 the manifest records for it."""
+    recorded = dict(info["manifest"]["payload_checksums"])
+    for label, _dtype, _storage, _shape, offset, length in info["payloads"]:
+        expected = recorded.get(label)
+        if expected is None:
+            raise TlspecFormatError(
+                f"payload {label} has no recorded CRC-32, so it cannot be verified",
+                "tlspec_payload_checksum_missing",
+                "load without verify=True, or save the trace again with this TorchLens",
+            )
+        actual = zlib.crc32(memoryview(mapped)[offset : offset + length])
+        if actual != expected:
+            raise TlspecFormatError(
+                f"payload {label} has CRC-32 {actual:08x}, the file recorded {expected:08x}",
+                "tlspec_payload_checksum_mismatch",
+                "the file is damaged; save the trace again from its source",
+            )
+
+
+def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bool = False) -> Trace:
     from .backends import get_backend
 
     with open(path, "rb") as handle:
@@ -117,6 +153,8 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints]) -> Trace:
         payloads = {}
         if info["payloads"]:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+            if verify:
+                _verify_payloads(mapped, info)
         else:
             mapped = None
     if backend is None:

@@ -412,6 +412,12 @@ class Trace:
         return self._info
 
     @property
+    def manifest(self) -> dict:
+        """The manifest of the ``.tlspec`` this trace was loaded from (empty for a live trace):
+        backend, payload checksums and the ``extra`` keys, such as ``source_paths``."""
+        return dict(self._manifest)
+
+    @property
     def ops(self) -> List[Op]:
         """Every op, in capture order."""
         if self._ops is None:
@@ -579,11 +585,16 @@ class Trace:
             drawing.save(path)
         return drawing
 
-    def save(self, path: str) -> None:
-        """Saves the trace and its saved values as one ``.tlspec`` file (atomically)."""
+    def save(self, path: str, source_paths: str = "relative") -> None:
+        """Saves the trace and its saved values as one ``.tlspec`` file (atomically).
+
+        ``source_paths`` says how op source files are written: ``"relative"`` (default) to the
+        deepest folder holding every recorded file, so a shared file does not reveal where it
+        was made; ``"absolute"`` as recorded; ``"none"`` without source locations. The file's
+        manifest records the choice (``source_paths``)."""
         from .tlspec_io import save
 
-        save(self, path)
+        save(self, path, source_paths=source_paths)
 
     def __repr__(self) -> str:
         info = self.info

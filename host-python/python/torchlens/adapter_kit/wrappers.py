@@ -5,7 +5,27 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, List
+from typing import Any, Callable, List, TypeVar
+
+_Capture = TypeVar("_Capture", bound=Callable[..., Any])
+
+
+def takes_turns(capture: _Capture) -> _Capture:
+    """Makes a backend's ``capture`` run one call at a time across threads (each decorated
+    method has its own lock). For backends whose wrappers replace process-wide attributes
+    (module functions, array methods): two captures overlapping on different threads would
+    stack their wrappers, and the one finishing first would restore the originals under the
+    other. Other threads' plain calls still pass through the owner-thread wrappers untouched;
+    only captures wait for each other. A nested capture on the same thread is refused before
+    it gets here (``trace_nested``)."""
+    lock = threading.RLock()
+
+    @functools.wraps(capture)
+    def one_at_a_time(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return capture(*args, **kwargs)
+
+    return one_at_a_time  # type: ignore[return-value]
 
 
 class Patches:

@@ -13,6 +13,7 @@ from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSessio
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
+from torchlens.adapter_kit.wrappers import takes_turns
 
 from . import refusals
 from .capture import Recorder, training_mode
@@ -49,6 +50,7 @@ class TinygradAdapter(BackendProtocol):
 
     # ---- capture -------------------------------------------------------------------------------
 
+    @takes_turns
     def capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options

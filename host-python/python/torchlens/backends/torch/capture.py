@@ -23,9 +23,10 @@ from torchlens.adapter_kit.structures import named_arrays, substitute
 from .dtypes import name_of
 from .naming import func_name, is_in_place
 
-#: Attribute that carries ``(capture serial, value id)`` on a tensor while a capture runs. The
-#: serial tells a tag left on a tensor the model kept from an earlier capture (a cache) from one
-#: of this capture: a stale tag is a value from outside this capture, never a reused id.
+#: Attribute that carries ``{capture serial: value id}`` on a tensor while captures run. Keyed by
+#: serial so that captures on several threads can tag one shared tensor (a parameter, an input)
+#: at once, and so that a tag left on a tensor the model kept from an earlier capture (a cache)
+#: is never read as a value of this capture.
 ID_ATTRIBUTE = "_torchlens_id"
 
 _SERIALS = itertools.count(1)
@@ -102,18 +103,30 @@ class Capture(LiveEditHost):
 
     def _tag(self, tensor: torch.Tensor) -> int:
         value_id = self.session.new_value_id()
-        setattr(tensor, ID_ATTRIBUTE, (self.serial, value_id))
+        tags = tensor.__dict__.get(ID_ATTRIBUTE)
+        if tags is None:
+            setattr(tensor, ID_ATTRIBUTE, {self.serial: value_id})
+        else:
+            tags[self.serial] = value_id
         return value_id
 
     def known_id(self, tensor: torch.Tensor) -> Optional[int]:
         """The value id this capture gave ``tensor``, or None."""
-        tag = getattr(tensor, ID_ATTRIBUTE, None)
-        return tag[1] if tag is not None and tag[0] == self.serial else None
+        tags = getattr(tensor, ID_ATTRIBUTE, None)
+        return None if tags is None else tags.get(self.serial)
+
+    def untag(self, tensor: torch.Tensor) -> None:
+        """Takes this capture's tag off ``tensor`` (other captures' tags stay)."""
+        tags = tensor.__dict__.get(ID_ATTRIBUTE)
+        if tags is not None:
+            tags.pop(self.serial, None)
+            if not tags:
+                tensor.__dict__.pop(ID_ATTRIBUTE, None)
 
     def _tag_lasting(self, tensor: torch.Tensor) -> int:
         """Tags a tensor that outlives the capture (param, buffer, input, output): the tag
         comes off when the capture ends, whatever happens."""
-        self.patches.on_exit(lambda: tensor.__dict__.pop(ID_ATTRIBUTE, None))
+        self.patches.on_exit(lambda: self.untag(tensor))
         return self._tag(tensor)
 
     def _kept(self, value_id: int, tensor: torch.Tensor) -> torch.Tensor:
@@ -257,7 +270,7 @@ class Capture(LiveEditHost):
                 value_id = self._id_of(tensor)
             else:
                 # Returned tensors leave the capture: their tag must come off too.
-                self.patches.on_exit(lambda tensor=tensor: tensor.__dict__.pop(ID_ATTRIBUTE, None))
+                self.patches.on_exit(lambda tensor=tensor: self.untag(tensor))
             self.session.output(path, value_id)
 
     # ---- hooks -------------------------------------------------------------------------------

@@ -103,12 +103,16 @@ class Capture(LiveEditHost):
 
     def _tag(self, tensor: torch.Tensor) -> int:
         value_id = self.session.new_value_id()
+        self._name(tensor, value_id)
+        return value_id
+
+    def _name(self, tensor: torch.Tensor, value_id: int) -> None:
+        """Tags ``tensor`` as this capture's value ``value_id``."""
         tags = tensor.__dict__.get(ID_ATTRIBUTE)
         if tags is None:
             setattr(tensor, ID_ATTRIBUTE, {self.serial: value_id})
         else:
             tags[self.serial] = value_id
-        return value_id
 
     def known_id(self, tensor: torch.Tensor) -> Optional[int]:
         """The value id this capture gave ``tensor``, or None."""
@@ -320,7 +324,7 @@ class Capture(LiveEditHost):
             self.quiet_depth -= 1
 
     def adopt(self, value_id: int, value: torch.Tensor) -> None:
-        setattr(value, ID_ATTRIBUTE, (self.serial, value_id))
+        self._name(value, value_id)
         if value_id in self.session.payloads:
             with self.quiet():
                 self.session.replace_payload(value_id, self._kept(value_id, value))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from models import InPlace
 
 import torchlens as tl
 from torchlens.errors import BackendUnsupportedError, PatchError, UnsupportedError
@@ -164,20 +165,10 @@ def test_rules_apply_in_order_and_value_dependent_conditions_see_the_value():
 
 
 def test_in_place_ops_are_edited_in_the_object_the_model_keeps():
-    class InPlace(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = nn.Linear(4, 4)
-
-        def forward(self, x):
-            y = self.fc(x)
-            y.relu_()
-            return y * 2
-
-    model, x = InPlace(), torch.randn(3, 4)
+    model, x = InPlace(), torch.randn(3, 4)  # fc, add_(1), relu_, *= 2, all in place
     trace = tl.trace(model, x, intervene=tl.when(tl.func("relu_"), tl.add(1.0)))
     with torch.no_grad():
-        expected = (torch.relu(model.fc(x)) + 1.0) * 2
+        expected = (torch.relu(model.fc(x) + 1.0) + 1.0) * 2
     assert torch.allclose(trace.outputs[0].out, expected)
     assert trace.validate_forward_pass() is True
 

@@ -88,19 +88,20 @@ def _candidates(layer: nn.Module):
         yield (1, SEQUENCE_LENGTH, layer.in_features), float_dtype, -1, 0, reason + " (a sequence)"
     elif isinstance(layer, nn.RNNBase):
         reason = f"{type(layer).__name__} takes {layer.input_size} features per step"
-        if layer.batch_first:
-            yield (1, SEQUENCE_LENGTH, layer.input_size), float_dtype, -1, 0, reason + " (batch first)"
-        else:
-            yield (SEQUENCE_LENGTH, 1, layer.input_size), float_dtype, -1, 1, reason + " (sequence first)"
+        yield _sequence(layer.input_size, layer.batch_first, float_dtype, reason)
     elif isinstance(layer, nn.MultiheadAttention):
         reason = f"attention over {layer.embed_dim}-wide embeddings"
-        if layer.batch_first:
-            yield (1, SEQUENCE_LENGTH, layer.embed_dim), float_dtype, -1, 0, reason + " (batch first)"
-        else:
-            yield (SEQUENCE_LENGTH, 1, layer.embed_dim), float_dtype, -1, 1, reason + " (sequence first)"
+        yield _sequence(layer.embed_dim, layer.batch_first, float_dtype, reason)
     elif isinstance(layer, nn.Embedding):
         reason = f"Embedding of {layer.num_embeddings} token ids"
         yield (1, SEQUENCE_LENGTH), torch.long, None, 0, reason
+
+
+def _sequence(width: int, batch_first: bool, dtype: torch.dtype, reason: str) -> tuple:
+    """A sequence of ``width``-wide steps, laid out as the layer reads it."""
+    if batch_first:
+        return (1, SEQUENCE_LENGTH, width), dtype, -1, 0, reason + " (batch first)"
+    return (SEQUENCE_LENGTH, 1, width), dtype, -1, 1, reason + " (sequence first)"
 
 
 def _runs(model: nn.Module, shape: Tuple[int, ...], dtype: torch.dtype) -> Optional[str]:

@@ -136,6 +136,7 @@ def test_every_action_equals_the_same_edit_by_hand(model_name, action_name):
     assert edited, "the rule fired on no op"
     record = edited[0].fire_records[0]
     assert record.target_label == edited[0].label and record.timing == "post"
+    assert edited[0].edits == edited[0].fire_records == edited[0].interventions
     # The edited op keeps its identity: the same labels as an unedited run.
     assert trace.labels == tl.trace(model, x).labels
 

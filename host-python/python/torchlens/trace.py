@@ -182,6 +182,14 @@ class Op:
         return bool(self._info["edits"])
 
     @property
+    def edits(self) -> List[Any]:
+        """The edits that fired on this op (the :class:`~torchlens.edits.FireRecord` list, as
+        :attr:`fire_records`); ``interventions`` is the reference implementation's name."""
+        return self.fire_records
+
+    interventions = edits
+
+    @property
     def fire_records(self) -> List[Any]:
         """The edits that fired on this op (:class:`~torchlens.edits.FireRecord`), in order."""
         from .edits import FireRecord

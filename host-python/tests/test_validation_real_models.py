@@ -145,6 +145,12 @@ def _equal(left, right):
     return numpy.array_equal(numpy.asarray(left), numpy.asarray(right))
 
 
+def _traced(case):
+    """A fresh trace of a tamper case, and the module whose ops the tamper targets."""
+    backend, model, x, module = _case(case)
+    return tl.trace(model, x, backend=backend), module
+
+
 CASES = [
     pytest.param("torch_mlp", marks=pytest.mark.torch),
     pytest.param("convnext_block", marks=pytest.mark.torch),
@@ -155,8 +161,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_changed_saved_value_fails(case):
-    backend, model, x, module = _case(case)
-    trace = tl.trace(model, x, backend=backend)
+    trace, module = _traced(case)
     target = _inside(trace, module)[-1]
     value_id = target._info["value"]
     values = _values(trace)
@@ -167,8 +172,7 @@ def test_a_changed_saved_value_fails(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_parent_edge_rewired_to_another_op_fails(case):
-    backend, model, x, module = _case(case)
-    trace = tl.trace(model, x, backend=backend)
+    trace, module = _traced(case)
     # An op that reads `second` now claims to read `first` instead (same shape and dtype).
     reader, second, first = _read_parent(trace, module)
     record = trace._runtime.records[reader._info["value"]]
@@ -191,8 +195,7 @@ def test_a_parent_edge_rewired_to_another_op_fails(case):
 @pytest.mark.parametrize("case", CASES)
 def test_a_stale_label_mapping_fails(case):
     # Two ops' values swapped: each label now names the other op's value.
-    backend, model, x, module = _case(case)
-    trace = tl.trace(model, x, backend=backend)
+    trace, module = _traced(case)
     _reader, first, second = _read_parent(trace, module)
     values = _values(trace)
     a, b = first._info["value"], second._info["value"]
@@ -203,8 +206,7 @@ def test_a_stale_label_mapping_fails(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_forged_edit_declaration_fails(case):
-    backend, model, x, module = _case(case)
-    trace = tl.trace(model, x, backend=backend)
+    trace, module = _traced(case)
     target = _inside(trace, module)[-1]
     trace._runtime.edits[target._info["value"]] = ((tl.zero_ablate(),), target.out)
     status = trace.validation_replay_status

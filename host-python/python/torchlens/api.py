@@ -27,6 +27,7 @@ def trace(
     intervene: Any = None,
     stop_after: Any = None,
     facets: Any = None,
+    save_grads: Any = None,
 ) -> Trace:
     """Runs ``model`` on ``x`` and records every operation.
 
@@ -35,6 +36,9 @@ def trace(
     chooses which values to keep: ``None``/``True`` every op, ``False`` none, or a selector
     (``tl.func("relu") | tl.module("encoder")``). ``intervene=tl.when(...)`` edits values during
     the run and ``stop_after=selector`` ends it early, where the backend supports them.
+    ``save_grads=True`` (or a selector) arms true backward capture where the backend has it
+    (torch): after the user's own ``loss.backward()`` on ``trace.output``, each selected op has
+    ``op.grad``; the same as ``CaptureOptions(save_grads=...)``.
     """
     from .backends import get_backend, resolve
     from .errors import NestedTraceError
@@ -46,7 +50,9 @@ def trace(
             "trace the inner model on its own (outside the traced forward), or from another thread",
         )
     spec = resolve(model, x, backend)
-    request = capture_request(spec, model, x, kwargs, save, capture, intervene, stop_after, facets)
+    request = capture_request(
+        spec, model, x, kwargs, save, capture, intervene, stop_after, facets, save_grads
+    )
     _ACTIVE.tracing = True
     try:
         return get_backend(spec.name).capture(request)
@@ -64,6 +70,7 @@ def capture_request(
     intervene: Any,
     stop_after: Any,
     facets: Any,
+    save_grads: Any = None,
 ) -> Any:
     """Gates and checks a capture before anything runs, and builds the adapter's request:
     ``intervene=``, ``stop_after=``, gradients, streaming and ``save_grads=`` against the
@@ -88,8 +95,12 @@ def capture_request(
         gate(spec, "derived_grads")
     if options.extra.get("streaming"):
         gate(spec, "streaming")
-    if options.extra.get("save_grads"):
+    if save_grads is None:
+        save_grads = options.save_grads if options.save_grads is not None else options.extra.get("save_grads")
+    if save_grads is not None and save_grads is not False:
         gate(spec, "save_grads")
+        if save_grads is not True:
+            save_grads = as_selector(save_grads)
     if options.backward_ready:
         gate(spec, "backward_ready")
     for option, accepted in spec.option_values.items():
@@ -120,6 +131,7 @@ def capture_request(
         interventions=interventions,
         stop_after=stop_rule,
         facets=facets,
+        save_grads=None if save_grads is False else save_grads,
     )
 
 

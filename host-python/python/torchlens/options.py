@@ -29,6 +29,11 @@ class CaptureOptions:
     #: Prepare the trace for a true backward capture (the reference's name); refused with
     #: ``backward_ready_unsupported`` where the backend has no backward capture.
     backward_ready: bool = False
+    #: Save each op's output gradient when the user's own ``loss.backward()`` runs (the
+    #: reference's name): ``True`` for every op, or a selector for some. Refused with
+    #: ``save_grads_unsupported`` where the backend has no backward capture. ``tl.trace``'s
+    #: ``save_grads=`` keyword sets the same thing.
+    save_grads: Any = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -191,18 +191,37 @@ class Op:
 
     @property
     def fire_records(self) -> List[Any]:
-        """The edits that fired on this op (:class:`~torchlens.edits.FireRecord`), in order."""
+        """The edits that fired on this op (:class:`~torchlens.edits.FireRecord`), in order:
+        forward edits (timing ``post``), then gradient-site edits (timing ``backward``)."""
         from .edits import FireRecord
 
+        backward = self._trace.backward
+        grad_edits = backward.edits.get(self.index, []) if backward is not None else []
         return [
             FireRecord(target_label=self.label, rule=rule, helper_name=action, timing=timing)
-            for rule, action, timing in self._info["edits"]
+            for rule, action, timing in list(self._info["edits"]) + list(grad_edits)
         ]
 
     @property
+    def grad(self) -> Any:
+        """The gradient of the loss with respect to this op's output from the latest backward
+        pass that reached it (``save_grads=``), or None."""
+        backward = self._trace.backward
+        return backward.grad_of(self.index) if backward is not None else None
+
+    @property
+    def has_grad(self) -> bool:
+        return self.grad is not None
+
+    @property
     def autograd(self) -> OpAutograd:
-        """The op's derived gradient, when the trace's backend derived and checked one."""
-        return OpAutograd(self._trace.autograd.intermediate_derived_grads.get(self.label))
+        """The op's gradients: ``grads`` from captured backward passes (one per pass that
+        reached it), ``derived_grad`` when the backend derived and checked one."""
+        backward = self._trace.backward
+        return OpAutograd(
+            self._trace.autograd.intermediate_derived_grads.get(self.label),
+            backward.grads_of(self.index) if backward is not None else [],
+        )
 
     def __repr__(self) -> str:
         return f"<Op {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>"
@@ -276,12 +295,19 @@ class Param:
 
     @property
     def grad(self) -> Any:
-        """The derived gradient of the loss with respect to this parameter (a framework array),
-        or None where none was derived. Read from the trace, so it is the same on every
-        access and for every ``Param`` object of one address."""
+        """The gradient of the loss with respect to this parameter (a framework array), or None:
+        the derived gradient where the backend derived one, else the one a captured backward pass
+        left (torch: the parameter's live ``.grad``; a loaded trace: the saved one). Read from the
+        trace, so it is the same for every ``Param`` object of one address."""
         if self._trace is None:
             return None
-        return self._trace.autograd.derived_grads.get(f"params.{self.address}")
+        derived = self._trace.autograd.derived_grads.get(f"params.{self.address}")
+        if derived is not None:
+            return derived
+        backward = self._trace.backward
+        if backward is None or backward.param_grad is None:
+            return None
+        return backward.param_grad(self.address)
 
     def __repr__(self) -> str:
         return f"<Param {self.address} {list(self.shape)} {self.dtype}>"
@@ -355,7 +381,13 @@ class Autograd:
         self.intermediate_derived_grads: Dict[str, Any] = dict(intermediate_derived_grads or {})
         #: Why per-op derived gradients were asked for but are absent (a stable code), or None.
         self.intermediate_unavailable: Optional[str] = None
-        self.has_backward_pass = False
+        #: The trace's captured backward passes (set by the trace), or None.
+        self._backward: Any = None
+
+    @property
+    def has_backward_pass(self) -> bool:
+        """Whether a true backward pass was captured (never from derived gradients)."""
+        return self._backward is not None and self._backward.passes > 0
 
     def __repr__(self) -> str:
         return (
@@ -365,12 +397,15 @@ class Autograd:
 
 
 class OpAutograd:
-    """An op's gradient facts: ``derived_grad`` is its checked :class:`DerivedGrad` (or None)."""
+    """An op's gradient facts: ``derived_grad`` is its checked :class:`DerivedGrad` (or None);
+    ``grads`` its output gradients from captured backward passes, one per pass that reached it
+    (empty without ``save_grads=``)."""
 
-    __slots__ = ("derived_grad",)
+    __slots__ = ("derived_grad", "grads")
 
-    def __init__(self, derived_grad: Any) -> None:
+    def __init__(self, derived_grad: Any, grads: Optional[List[Any]] = None) -> None:
         self.derived_grad = derived_grad
+        self.grads: List[Any] = list(grads or [])
 
 
 class Trace:
@@ -398,7 +433,14 @@ class Trace:
         self._params: Optional[Dict[str, Param]] = None
         self._info: Optional[dict] = None
         #: Gradients a backend derived for this trace (empty unless asked for).
-        self.autograd = Autograd()
+        self._autograd = Autograd()
+        #: The captured backward passes (:class:`~torchlens.backward.BackwardRecord`) where
+        #: ``save_grads=``/``backward_ready=True`` armed them, else None.
+        self.backward: Any = None
+        #: The model's output as it returned it. With ``save_grads=`` or ``backward_ready=True``
+        #: it keeps its autograd graph (call ``.backward()`` on a loss of it); otherwise its
+        #: arrays are detached. None for a loaded trace and where the backend does not keep it.
+        self.output: Any = None
         #: What a load materialized for each payload (None for a live trace).
         self.payload_load_status: Optional[dict] = None
         #: The ``facets=`` the capture was asked for.
@@ -410,6 +452,56 @@ class Trace:
         #: resolved them (``module_identity_mode`` names the mode it chose), or None where the
         #: backend does not report them (a loaded trace).
         self.options: Any = None
+
+    # ---- gradients -------------------------------------------------------------------------
+
+    @property
+    def autograd(self) -> Autograd:
+        """Gradients attached to the trace: derived gradients, and whether a true backward pass
+        was captured (``has_backward_pass``)."""
+        self._autograd._backward = self.backward
+        return self._autograd
+
+    @autograd.setter
+    def autograd(self, value: Autograd) -> None:
+        self._autograd = value
+
+    @property
+    def has_backward_pass(self) -> bool:
+        """Whether a backward pass reached the trace's outputs since the capture."""
+        return self.backward is not None and self.backward.passes > 0
+
+    @property
+    def num_backward_passes(self) -> int:
+        return self.backward.passes if self.backward is not None else 0
+
+    @property
+    def save_grads(self) -> bool:
+        """Whether the capture was armed to save gradients (``save_grads=``)."""
+        return self.backward is not None and self.backward.save_grads
+
+    @property
+    def backward_ready(self) -> bool:
+        """Whether the trace keeps what a later backward needs (its output's autograd graph)."""
+        return self.backward is not None
+
+    @property
+    def saved_grad_ops(self) -> List[Op]:
+        """The ops that have a gradient from a captured backward pass, in capture order."""
+        if self.backward is None:
+            return []
+        return [self.ops[index] for index in sorted(self.backward.grads)]
+
+    @property
+    def backward_graph(self) -> Any:
+        """The backward graph (:class:`~torchlens.backward.BackwardGraph`), or None where no
+        backward capture was armed."""
+        return self.backward.graph if self.backward is not None else None
+
+    @property
+    def grad_fns(self) -> List[Any]:
+        """The backward graph's nodes (:class:`~torchlens.backward.GradFn`), roots first."""
+        return list(self.backward.graph.nodes) if self.backward is not None else []
 
     # ---- structure -------------------------------------------------------------------------
 

@@ -56,6 +56,8 @@ class CaptureRequest:
     interventions: Tuple[Any, ...] = ()
     stop_after: Any = None
     facets: Any = None
+    #: ``save_grads=``: None (off), True (every op) or a selector; gated before it gets here.
+    save_grads: Any = None
 
     @property
     def framework(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, List
 
 import torch
@@ -10,9 +11,12 @@ from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSessio
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.structures import substitute
 from torchlens.errors import PayloadModifiedError
 
+from . import grads
 from .actions import apply_natively
+from .backward import BackwardArming
 from .capture import Capture, _RecordingMode, flatten
 from .dtypes import BY_NAME, NAMES, name_of
 
@@ -46,9 +50,23 @@ class TorchAdapter(BackendProtocol):
 
     def capture(self, request: CaptureRequest) -> Any:
         model, args, kwargs = request.model, request.args, request.kwargs
+        if request.options.grad_options is not None:
+            grads.check_options(request)
+        # Gradient-site rules (tl.when(tl.grad(...), action)) act in the backward pass; the live
+        # edits of the forward see only the others.
+        grad_rules = [rule for rule in request.interventions if rule.direction == "backward"]
+        if grad_rules:
+            request = dataclasses.replace(
+                request,
+                interventions=tuple(rule for rule in request.interventions if rule.direction != "backward"),
+            )
+        arming = None
+        if BackwardArming.wanted(request.save_grads, request.options.backward_ready, grad_rules):
+            arming = BackwardArming(request.save_grads, grad_rules, self)
         edits = LiveEdits(request, self, _refuse, framework="torch") if LiveEdits.wanted(request) else None
         with CaptureSession(request) as session, Patches() as patches:
             capture = Capture(model, session, patches)
+            capture.backward = arming
             capture.declare_model()
             capture.declare_inputs(args, kwargs)
             if edits is not None:
@@ -71,6 +89,7 @@ class TorchAdapter(BackendProtocol):
                     output = output if replaced is None else replaced
             except StopSignal:
                 stopped = True  # the frontier is marked; nothing past it ran
+                output = None
             if not stopped:
                 capture.declare_outputs(output)
             runtime = ReplayRuntime(
@@ -83,8 +102,18 @@ class TorchAdapter(BackendProtocol):
             if edits is not None:
                 edits.prepare_runtime(runtime, _apply, _output_of)
             trace = session.finish(self, runtime=runtime, payload_guard=_VersionGuard(capture.versions))
+        if arming is not None:
+            arming.finish(trace, output, capture.param_tensors)
+        else:
+            # Without backward capture the trace keeps no autograd graph alive: the output's
+            # tensors are detached aliases (no copy).
+            trace.output = substitute(
+                output, {id(tensor): tensor.detach() for _, tensor in flatten(output, "")}
+            )
         if edits is not None:
             check_patched_sites(trace, edits)
+        if request.options.grad_options is not None:
+            trace.autograd = grads.derive(trace, request, self)
         return trace
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:

@@ -96,6 +96,10 @@ class Capture(LiveEditHost):
         #: Above zero while the capture runs torch itself (edit actions, predicates): the mode
         #: passes those calls through unrecorded.
         self.quiet_depth = 0
+        #: Gradient capture (``save_grads=``, ``backward_ready=True``, gradient-site edits), or None.
+        self.backward: Any = None
+        #: Parameter address → the model's parameter tensor (gradients are read from it).
+        self.param_tensors: Dict[str, torch.Tensor] = {}
         # The session holds only what the live plan keeps, through this alias-not-copy hold.
         session.hold = self._kept
 
@@ -226,6 +230,7 @@ class Capture(LiveEditHost):
                 seen.add(id(param))
                 value_id = self._tag_lasting(param)
                 self.params[value_id] = param
+                self.param_tensors[prefix + parameter_name] = param
                 self.param_dtypes[value_id] = name_of(param.dtype)
                 session.param(
                     value_id,
@@ -251,6 +256,9 @@ class Capture(LiveEditHost):
             self.session.input(
                 path, value_id, self._kept(value_id, tensor), tuple(tensor.shape), name_of(tensor.dtype)
             )
+            if self.backward is not None:
+                with self.quiet():
+                    self.backward.watch(value_id, tensor)
 
     def _argument_names(self, args: tuple, kwargs: dict) -> List[str]:
         forward = getattr(self.model, "forward", self.model)
@@ -386,6 +394,10 @@ class Capture(LiveEditHost):
         source = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         in_place = is_in_place(name) or kwargs.get("inplace") is True
         self.session.op(name, parents, outputs, in_place, (), source)
+        if self.backward is not None:
+            with self.quiet():
+                for value_id, result, _shape, _dtype in outputs:
+                    self.backward.watch(value_id, result)
         edits = self.edits
         if edits is None:
             return out

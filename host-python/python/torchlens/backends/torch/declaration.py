@@ -42,6 +42,9 @@ SPEC = BackendSpec(
         temporal_selectors=True,
         edit_finished_trace=True,
         sparse_recording=True,
+        save_grads=True,
+        backward_ready=True,
+        derived_grads=True,
     ),
     capability_implementations={
         **package_implementations(),
@@ -53,6 +56,9 @@ SPEC = BackendSpec(
         "temporal_selectors": implemented_by("torchlens.adapter_kit.live_plan:LivePlan"),
         "edit_finished_trace": implemented_by("torchlens.edits.fork:ForkedTrace"),
         "sparse_recording": implemented_by("torchlens.backends.torch.recording:record"),
+        "save_grads": implemented_by("torchlens.backends.torch.backward:BackwardArming"),
+        "backward_ready": implemented_by("torchlens.backends.torch.backward:BackwardArming"),
+        "derived_grads": implemented_by("torchlens.backends.torch.grads:derive"),
     },
     # No option_values: the options the preview backends read (module_identity_mode,
     # payload_policy, jax_*) are inert inputs on torch, as the spec says, whatever their value.

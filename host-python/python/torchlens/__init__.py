@@ -9,7 +9,18 @@ from __future__ import annotations
 from . import backends, debug, errors, options, report
 from ._core import versions
 from .api import load, record, trace, validate
-from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
+from .edits import (
+    RecordContext,
+    add,
+    clamp,
+    grad,
+    mean_ablate,
+    patch_from,
+    replace_with,
+    scale,
+    when,
+    zero_ablate,
+)
 from .errors import BackendUnsupportedError, TorchLensError
 from .recording import Recording
 from .selectors import (
@@ -32,6 +43,7 @@ __all__ = [
     "BackendUnsupportedError",
     "add",
     "clamp",
+    "grad",
     "mean_ablate",
     "patch_from",
     "RecordContext",

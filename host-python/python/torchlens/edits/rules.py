@@ -21,15 +21,43 @@ class Intervention:
 
     def describe(self) -> str:
         """The rule as the trace's edit records name it."""
+        if self.direction == "backward":
+            return f"when(grad({self.condition!r}), {self.action.describe()})"
         return f"when({self.condition!r}, {self.action.describe()})"
+
+
+@dataclass(frozen=True)
+class GradSite:
+    """The gradient site of the ops a selector matches (``tl.grad(selector)``): in
+    ``tl.when(tl.grad(selector), action)`` the action replaces the gradient of those ops' outputs
+    as it flows back through the user's ``loss.backward()``, instead of their forward values."""
+
+    selector: Selector
+
+    def __repr__(self) -> str:
+        return f"grad({self.selector!r})"
+
+
+def grad(selector: Any) -> GradSite:
+    """The gradient site of the ops ``selector`` matches, for ``tl.when(tl.grad(selector),
+    action)``: the same actions as forward edits (``tl.zero_ablate()``, ``tl.scale(k)``,
+    ``tl.add(x)``, ``tl.clamp(...)``, callables ``grad -> grad``) applied to each matched op's
+    output gradient during the backward pass. Needs a backend with true backward capture
+    (torch); the others refuse with ``gradient_site_intervention_unsupported``."""
+    return GradSite(as_selector(selector))
 
 
 def when(condition: Any, action: Any, *, direction: Optional[str] = None) -> Intervention:
     """An edit rule for ``intervene=``: ``condition`` is a selector (or a callable, a
-    value-dependent predicate over :class:`RecordContext`), ``action`` a tl action or a plain
+    value-dependent predicate over :class:`RecordContext`), or ``tl.grad(selector)`` for a
+    gradient site (the same as ``direction="backward"``); ``action`` a tl action or a plain
     callable ``value -> value``."""
     if direction not in (None, "forward", "backward"):
         raise ValueError("direction must be 'forward' or 'backward'")
+    if isinstance(condition, GradSite):
+        if direction == "forward":
+            raise ValueError("tl.grad(...) is a gradient site: leave direction unset")
+        condition, direction = condition.selector, "backward"
     return Intervention(as_selector(condition), as_action(action), direction)
 
 

@@ -171,7 +171,9 @@ def _intermediate(trace: Any, auxiliary: Any, floating_ops: List[Any], autograd:
     signature = [(op.label, op.func_name, op.shape, [p.label for p in op.parents]) for op in trace.ops]
     replayed = [(op.label, op.func_name, op.shape, [p.label for p in op.parents]) for op in auxiliary.ops]
     if signature != replayed:
-        mark_unavailable(autograd, INTERMEDIATE_REPLAY_DIVERGED, "the auxiliary forward ran a different graph")
+        mark_unavailable(
+            autograd, INTERMEDIATE_REPLAY_DIVERGED, "the auxiliary forward ran a different graph"
+        )
         return
     exposed: Dict[str, Any] = {}
     for op in floating_ops:

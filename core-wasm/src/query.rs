@@ -1,7 +1,7 @@
 //! Read-only questions hosts ask of a finished trace: summary rows and full ancestor or
 //! descendant sets (computed on demand; the trace itself only stores the cheap boundary sets).
 
-use crate::model::{OpId, Trace};
+use crate::model::{BackwardGraph, OpId, Trace};
 use serde::{Deserialize, Serialize};
 
 /// One row of `trace.summary()`.
@@ -79,8 +79,25 @@ pub fn summary_table(trace: &Trace) -> String {
             ]
         })
         .collect();
+    let mut table = aligned_table(&headers, &cells);
+    table.push_str(&format!(
+        "{} ops, {} layers, {} modules, {} params, {} saved\n",
+        trace.ops.len(),
+        trace.layers.len(),
+        trace.modules.len(),
+        trace.params.len(),
+        rows.iter().filter(|row| row.saved).count()
+    ));
+    if let Some(backward) = &trace.backward {
+        table.push_str(&backward_table(trace, backward));
+    }
+    table
+}
+
+/// Columns padded to their widest cell, two spaces apart, one line per row after the headers.
+fn aligned_table<const N: usize>(headers: &[&str; N], cells: &[[String; N]]) -> String {
     let mut widths = headers.map(str::len);
-    for row in &cells {
+    for row in cells {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -96,16 +113,58 @@ pub fn summary_table(trace: &Trace) -> String {
         table.push('\n');
     };
     push_line(&headers.map(String::from));
-    for row in &cells {
+    for row in cells {
         push_line(row);
     }
-    table.push_str(&format!(
-        "{} ops, {} layers, {} modules, {} params, {} saved\n",
-        trace.ops.len(),
-        trace.layers.len(),
-        trace.modules.len(),
-        trace.params.len(),
-        rows.iter().filter(|row| row.saved).count()
+    table
+}
+
+/// The backward section of the summary: one row per grad_fn (its class, the forward op or
+/// parameter it belongs to, whether that op's gradient was saved, the functions it feeds).
+fn backward_table(trace: &Trace, backward: &BackwardGraph) -> String {
+    let saved: std::collections::HashSet<OpId> = backward
+        .grads
+        .iter()
+        .filter(|grad| grad.slot.is_some())
+        .map(|grad| grad.op)
+        .collect();
+    let cells: Vec<[String; 5]> = backward
+        .nodes
+        .iter()
+        .map(|node| {
+            let op = node.op.and_then(|op| trace.ops.get(op as usize));
+            let target = match (op, &node.param) {
+                (Some(op), _) => op.label.clone(),
+                (None, Some(param)) => format!("param {param}"),
+                (None, None) => String::new(),
+            };
+            let grad = node.op.is_some_and(|op| saved.contains(&op));
+            let feeds: Vec<&str> = node
+                .children
+                .iter()
+                .filter_map(|&child| backward.nodes.get(child as usize))
+                .map(|child| child.label.as_str())
+                .collect();
+            [
+                node.label.clone(),
+                node.class_name.clone(),
+                target,
+                if grad { "yes" } else { "no" }.to_string(),
+                feeds.join(", "),
+            ]
+        })
+        .collect();
+    let passes = backward.passes;
+    let mut table = format!(
+        "\nbackward: {passes} pass{}, {} grad_fns, {} edges, {} saved gradients\n",
+        if passes == 1 { "" } else { "es" },
+        backward.nodes.len(),
+        backward.edges().len(),
+        saved.len()
+    );
+    table.push_str(&aligned_table(
+        &["grad_fn", "class", "forward", "grad", "feeds"],
+        &cells,
     ));
     table
 }

@@ -207,11 +207,19 @@ impl Trace {
         ))
     }
 
-    /// The graph as SVG: the full graph, or (`collapsed=True`) the module overview with the
-    /// modules in `expanded` opened.
-    #[pyo3(signature = (collapsed=false, expanded=Vec::new()))]
-    fn svg(&self, py: Python<'_>, collapsed: bool, expanded: Vec<String>) -> PyResult<String> {
-        let view = if collapsed {
+    /// The graph as SVG: the full graph, (`collapsed=True`) the module overview with the
+    /// modules in `expanded` opened, or (`backward=True`) the backward graph.
+    #[pyo3(signature = (collapsed=false, expanded=Vec::new(), backward=false))]
+    fn svg(
+        &self,
+        py: Python<'_>,
+        collapsed: bool,
+        expanded: Vec<String>,
+        backward: bool,
+    ) -> PyResult<String> {
+        let view = if backward {
+            wit::LayoutView::Backward
+        } else if collapsed {
             wit::LayoutView::Collapsed(expanded)
         } else {
             wit::LayoutView::Full
@@ -219,6 +227,31 @@ impl Trace {
         let handle = self.handle;
         self.instance
             .with(|core| core.call(|guest, store| guest.trace().call_svg(store, handle, &view)))
+            .py_result(py)
+    }
+
+    /// Sets the trace's backward pass from the JSON of a backward graph (None removes it).
+    #[pyo3(signature = (graph=None))]
+    fn set_backward(&self, py: Python<'_>, graph: Option<String>) -> PyResult<()> {
+        let handle = self.handle;
+        self.instance
+            .with(|core| {
+                core.call(|guest, store| {
+                    guest
+                        .trace()
+                        .call_set_backward(store, handle, graph.as_deref())
+                })
+            })
+            .py_result(py)
+    }
+
+    /// The trace's backward pass as JSON, or None.
+    fn backward_json(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let handle = self.handle;
+        self.instance
+            .with(|core| {
+                core.call_infallible(|guest, store| guest.trace().call_backward(store, handle))
+            })
             .py_result(py)
     }
 

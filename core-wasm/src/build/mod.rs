@@ -114,6 +114,7 @@ impl TraceBuilder {
                     ..CaptureStatus::default()
                 },
                 extras: Vec::new(),
+                backward: None,
             },
             func_index: HashMap::default(),
             producers: HashMap::default(),

@@ -448,6 +448,7 @@ pub fn layout_view(value: wit::LayoutView) -> LayoutView {
     match value {
         wit::LayoutView::Full => LayoutView::Full,
         wit::LayoutView::Collapsed(expanded) => LayoutView::Collapsed { expanded },
+        wit::LayoutView::Backward => LayoutView::Backward,
     }
 }
 

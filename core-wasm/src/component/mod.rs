@@ -123,6 +123,28 @@ impl GuestTrace for TraceResource {
         crate::tlspec::trace_to_body(&self.trace.borrow())
     }
 
+    fn set_backward(&self, graph: Option<String>) -> Result<(), wit::CoreError> {
+        let backward = graph
+            .as_deref()
+            .map(crate::model::BackwardGraph::from_json)
+            .transpose()
+            .map_err(core_error)?;
+        let mut trace = self.trace.borrow_mut();
+        if let Some(backward) = &backward {
+            backward.validate(&trace).map_err(core_error)?;
+        }
+        trace.backward = backward;
+        Ok(())
+    }
+
+    fn backward(&self) -> Option<String> {
+        self.trace
+            .borrow()
+            .backward
+            .as_ref()
+            .map(crate::model::BackwardGraph::to_json)
+    }
+
     fn encode(&self, value: wit::Manifest) -> Result<wit::EncodedLayout, wit::CoreError> {
         let layout = crate::tlspec::encode_layout(&self.trace.borrow(), &manifest(value))
             .map_err(core_error)?;

@@ -175,7 +175,7 @@ fn call_boxes(trace: &Trace, expanded: &[String]) -> Vec<Option<u32>> {
 pub(crate) fn build(trace: &Trace, view: &LayoutView) -> CoreResult<ViewGraph> {
     validate(trace)?;
     let boxes = match view {
-        LayoutView::Full => vec![None; trace.module_calls.len()],
+        LayoutView::Full | LayoutView::Backward => vec![None; trace.module_calls.len()],
         LayoutView::Collapsed { expanded } => call_boxes(trace, expanded),
     };
     let mut nodes: Vec<LayoutNode> = Vec::new();
@@ -222,6 +222,52 @@ pub(crate) fn build(trace: &Trace, view: &LayoutView) -> CoreResult<ViewGraph> {
             }
         }
     }
+    edges.sort_unstable();
+    edges.dedup();
+    Ok(ViewGraph { nodes, edges })
+}
+
+/// The backward graph's nodes and edges: one node per autograd function (label, then its class
+/// and the forward op or parameter it belongs to), an edge from each function to those it
+/// passes gradients to. A node linked to a forward op lists that op in `ops`.
+pub(crate) fn build_backward(trace: &Trace) -> CoreResult<ViewGraph> {
+    let backward = trace.backward.as_ref().ok_or_else(|| {
+        CoreError::new(
+            ErrorKind::NotFound,
+            "layout_no_backward",
+            "the trace has no backward pass to draw",
+            "trace with save_grads= or backward_ready=True (torch) and run a backward first",
+        )
+    })?;
+    backward.validate(trace)?;
+    let nodes = backward
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(index, node)| {
+            let op = node.op.and_then(|op| trace.ops.get(op as usize));
+            let detail = match (op, &node.param) {
+                (Some(op), _) => format!("{} \u{2190} {}", node.class_name, op.label),
+                (None, Some(param)) => format!("{} \u{2192} {param}", node.class_name),
+                (None, None) => node.class_name.clone(),
+            };
+            let (width, height) = node_size(&node.label, &detail);
+            LayoutNode {
+                id: index as u32,
+                kind: NodeKind::Op,
+                label: node.label.clone(),
+                detail,
+                op_kind: None,
+                ops: node.op.into_iter().collect(),
+                module_address: op.and_then(|op| module_address(trace, op.module_call)),
+                x: 0.0,
+                y: 0.0,
+                width,
+                height,
+            }
+        })
+        .collect();
+    let mut edges = backward.edges();
     edges.sort_unstable();
     edges.dedup();
     Ok(ViewGraph { nodes, edges })

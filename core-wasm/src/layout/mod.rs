@@ -33,6 +33,10 @@ pub enum LayoutView {
         /// (`block:17`) that open one call.
         expanded: Vec<String>,
     },
+    /// The backward graph: one node per autograd function, from the outputs' functions down to
+    /// the parameters' accumulators; an edge is a gradient passed on. Fails with
+    /// `layout_no_backward` when the trace has no backward pass.
+    Backward,
 }
 
 /// Whether a drawn node is a single op or a whole module call.
@@ -92,7 +96,10 @@ pub struct GraphLayout {
 /// relies on (an op pointing at a missing module call or at a later parent, a module call whose
 /// parent comes after it).
 pub fn layout(trace: &Trace, view: &LayoutView) -> CoreResult<GraphLayout> {
-    let graph = graph::build(trace, view)?;
+    let graph = match view {
+        LayoutView::Backward => graph::build_backward(trace)?,
+        _ => graph::build(trace, view)?,
+    };
     let mut nodes = graph.nodes;
     let sizes: Vec<(f64, f64)> = nodes.iter().map(|node| (node.width, node.height)).collect();
     // Parentless nodes other than model inputs (constants, buffers, literals, boxes fed only by

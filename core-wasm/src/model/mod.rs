@@ -4,9 +4,11 @@
 //! Ops have dense ids in capture order, and every edge points from a lower id to a higher one,
 //! so capture order is a topological order of the graph.
 
+mod backward;
 mod module_tree;
 mod site;
 
+pub use backward::{BackwardGraph, GradFnNode, SavedGrad, GRAD_TENSOR_PREFIX};
 pub use module_tree::{Module, ModuleCall, Param};
 pub use site::SiteKey;
 
@@ -201,6 +203,10 @@ pub struct Trace {
     pub capture: CaptureStatus,
     /// Backend-specific facts about the whole trace.
     pub extras: Vec<(String, String)>,
+    /// The captured backward pass, if any. Not part of the postcard `Trace`: the body stores it
+    /// after the trace, so bodies without one keep their exact bytes (see `tlspec::encode`).
+    #[serde(skip)]
+    pub backward: Option<BackwardGraph>,
 }
 
 impl Trace {

@@ -12,7 +12,7 @@ use super::validate::validate_trace;
 use super::{BODY_TENSOR, FORMAT, FORMAT_VERSION, OLDEST_READABLE_VERSION, RESERVED_TENSOR_PREFIX};
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
-use crate::model::Trace;
+use crate::model::{BackwardGraph, Trace, GRAD_TENSOR_PREFIX};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -476,8 +476,20 @@ fn decode_trace_body(body: &[u8], expected: Option<u32>) -> CoreResult<Trace> {
             "the body says format version {version}, the header {expected}"
         )));
     }
-    let (trace, padding) = postcard::take_from_bytes::<Trace>(rest)
+    let (mut trace, after) = postcard::take_from_bytes::<Trace>(rest)
         .map_err(|error| undecodable(format!("the trace body does not decode: {error}")))?;
+    // An optional backward pass follows the trace as a postcard `Option` (tag 1); a body
+    // without one ends here or with zero padding, which is where older writers stopped.
+    let padding = if after.first() == Some(&1) {
+        let (backward, padding) = postcard::take_from_bytes::<Option<BackwardGraph>>(after)
+            .map_err(|error| {
+                undecodable(format!("the backward pass does not decode: {error}"))
+            })?;
+        trace.backward = backward;
+        padding
+    } else {
+        after
+    };
     if padding.len() >= 8 || padding.iter().any(|&byte| byte != 0) {
         return Err(undecodable(format!(
             "{} bytes follow the trace body, more than its zero padding",
@@ -494,7 +506,7 @@ fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<(
         .enumerate()
         .map(|(slot, entry)| (entry.label.as_str(), slot))
         .collect();
-    let mut matched = 0usize;
+    let mut matched = attach_grad_payloads(trace, payloads, &index)?;
     for op in &mut trace.ops {
         if op.payload.is_none() {
             continue;
@@ -532,6 +544,47 @@ fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<(
         )));
     }
     Ok(())
+}
+
+/// Points each saved gradient of the backward pass at its `grad/<op label>` tensor (same dtype
+/// and shape as the op); returns how many tensors it matched.
+fn attach_grad_payloads(
+    trace: &mut Trace,
+    payloads: &[PayloadEntry],
+    index: &HashMap<&str, usize>,
+) -> CoreResult<usize> {
+    let Some(mut backward) = trace.backward.take() else {
+        return Ok(0);
+    };
+    let mut matched = 0usize;
+    for grad in &mut backward.grads {
+        if grad.slot.is_none() {
+            continue;
+        }
+        let op = &trace.ops[grad.op as usize];
+        let name = format!("{GRAD_TENSOR_PREFIX}{}", op.label);
+        let slot = *index.get(name.as_str()).ok_or_else(|| {
+            payload_mismatch(format!(
+                "op {} has a saved gradient but the file holds no tensor {name}",
+                op.label
+            ))
+        })?;
+        let entry = &payloads[slot];
+        let length = op
+            .dtype
+            .item_size()
+            .and_then(|item| element_count(&op.shape)?.checked_mul(item));
+        if entry.dtype != op.dtype.name() || length != Some(entry.length) {
+            return Err(payload_mismatch(format!(
+                "the gradient of op {} must be {} {:?}, but its tensor is {} {:?}",
+                op.label, op.dtype, op.shape, entry.dtype, entry.shape
+            )));
+        }
+        grad.slot = Some(slot as u64);
+        matched += 1;
+    }
+    trace.backward = Some(backward);
+    Ok(matched)
 }
 
 /// Decodes a whole file held in memory: header, then body. Payload bytes are not read; they

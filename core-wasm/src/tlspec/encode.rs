@@ -10,8 +10,9 @@ use super::validate::validate_trace;
 use super::{BODY_TENSOR, FORMAT_VERSION, RESERVED_TENSOR_PREFIX};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::events::PayloadSlot;
-use crate::model::Trace;
+use crate::model::{Trace, GRAD_TENSOR_PREFIX};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Where one payload goes in the file.
@@ -51,21 +52,28 @@ struct TraceBodyRef<'a> {
     trace: &'a Trace,
 }
 
-/// The postcard body of a trace, unpadded.
+/// The postcard body of a trace, unpadded. A backward pass follows the trace as a postcard
+/// `Option` (tag 1, then the graph); a trace without one has exactly the bytes it had before
+/// backward passes existed, and a reader sees the zero padding after it as `None`.
 pub(crate) fn body_bytes(trace: &Trace) -> Vec<u8> {
     // Serialising plain data into a Vec cannot fail: every type in the model serialises.
-    postcard::to_allocvec(&TraceBodyRef {
+    let mut bytes = postcard::to_allocvec(&TraceBodyRef {
         format_version: FORMAT_VERSION,
         trace,
     })
-    .unwrap_or_default()
+    .unwrap_or_default();
+    if let Some(backward) = &trace.backward {
+        bytes.extend(postcard::to_allocvec(&Some(backward)).unwrap_or_default());
+    }
+    bytes
 }
 
 /// One payload before placement.
 struct Pending<'a> {
     op: u32,
     slot: PayloadSlot,
-    label: &'a str,
+    /// The tensor name: the op label, or `grad/<op label>` for a saved gradient.
+    label: Cow<'a, str>,
     logical: &'a str,
     storage: StorageDtype,
     storage_shape: Vec<u64>,
@@ -120,6 +128,15 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
         let Some(slot) = op.payload else { continue };
         pending.push(pending_payload(index as u32, slot, op)?);
     }
+    // Saved gradients: same shape and dtype as their op's output, under `grad/<label>`.
+    for grad in trace.backward.iter().flat_map(|backward| &backward.grads) {
+        let (Some(slot), Some(op)) = (grad.slot, trace.ops.get(grad.op as usize)) else {
+            continue;
+        };
+        let mut payload = pending_payload(grad.op, slot, op)?;
+        payload.label = Cow::Owned(format!("{GRAD_TENSOR_PREFIX}{}", op.label));
+        pending.push(payload);
+    }
     // Stable sort keeps op order among payloads of one alignment.
     pending.sort_by_key(|payload| std::cmp::Reverse(payload.alignment));
 
@@ -143,12 +160,12 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
         let start = end;
         end = start.checked_add(payload.length).ok_or_else(too_large)?;
         tensors.push(TensorOut {
-            name: payload.label,
+            name: &payload.label,
             dtype: payload.storage.name(),
             shape: &payload.storage_shape,
             data_offsets: (start, end),
         });
-        logical_dtypes.insert(payload.label, payload.logical);
+        logical_dtypes.insert(payload.label.as_ref(), payload.logical);
     }
     check_checksums_cover(&manifest.payload_checksums, &logical_dtypes)?;
     let logical_json = serde_json::to_string(&logical_dtypes).map_err(json_bug)?;
@@ -182,7 +199,7 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
 
     let mut offset = data_start + body_length;
     let payloads = pending
-        .into_iter()
+        .iter()
         .map(|payload| {
             let placement = PayloadPlacement {
                 op: payload.op,
@@ -250,7 +267,7 @@ fn pending_payload(
     Ok(Pending {
         op,
         slot,
-        label,
+        label: Cow::Borrowed(label),
         logical: record.dtype.name(),
         storage,
         storage_shape: storage_shape.to_vec(),

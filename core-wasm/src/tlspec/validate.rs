@@ -132,6 +132,9 @@ pub fn validate_trace(trace: &Trace) -> CoreResult<()> {
     check_ops(&trace.inputs, ops, || "an input".to_string())?;
     check_ops(&trace.outputs, ops, || "an output".to_string())?;
     check_ops(&trace.capture.frontier, ops, || "a frontier op".to_string())?;
+    if let Some(backward) = &trace.backward {
+        backward.validate(trace)?;
+    }
     Ok(())
 }
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-#: The manifest key a ``.tlspec`` with a backward pass stores it under (see
-#: docs/tlspec-format.md, "Backward pass"). Absent in files without one.
-MANIFEST_KEY = "backward"
-#: The version of the ``backward`` manifest entry's JSON layout.
-MANIFEST_LAYOUT = 1
-#: Gradient payloads of a saved backward pass are stored under this label prefix.
-GRAD_PREFIX = "grad:"
+#: A saved gradient's tensor name in a ``.tlspec`` is this prefix and the op label
+#: (``grad/linear_1_2``; docs/tlspec-format.md, "Backward pass").
+GRAD_TENSOR_PREFIX = "grad/"
+#: Payload slots of gradients (the core's handle on each): above every value id an adapter
+#: hands out, so they never meet an op payload's slot.
+GRAD_SLOT_BASE = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -109,3 +108,49 @@ class BackwardRecord:
 
     def grads_of(self, op: int) -> List[Any]:
         return [grad for _, grad in self.grads.get(op, ())]
+
+
+def to_core_json(record: BackwardRecord, labels: Dict[str, int]) -> str:
+    """The record as the core's backward graph JSON (op labels become op ids; each op with a
+    gradient gets the slot ``GRAD_SLOT_BASE + op``)."""
+    import json
+
+    nodes = [
+        {
+            "label": node.label,
+            "class_name": node.class_name,
+            "op": labels.get(node.op_label) if node.op_label is not None else None,
+            "param": node.param,
+            "children": list(node.children),
+        }
+        for node in record.graph.nodes
+    ]
+    grads = [{"op": op, "slot": GRAD_SLOT_BASE + op} for op in sorted(record.grads) if record.grads[op]]
+    return json.dumps({"passes": record.passes, "nodes": nodes, "grads": grads})
+
+
+def from_core_json(text: str, labels: List[str], grads: Dict[int, Any]) -> BackwardRecord:
+    """A record rebuilt from the core's JSON (a loaded trace): ``labels`` are the op labels by
+    op id, ``grads`` the loaded gradient of each op by op id (the latest pass's)."""
+    import json
+
+    data = json.loads(text)
+    nodes = [
+        GradFn(
+            index=index,
+            label=node["label"],
+            class_name=node["class_name"],
+            op_label=labels[node["op"]] if node.get("op") is not None else None,
+            param=node.get("param"),
+            children=tuple(node.get("children", ())),
+        )
+        for index, node in enumerate(data.get("nodes", ()))
+    ]
+    passes = int(data.get("passes", 0))
+    return BackwardRecord(
+        graph=BackwardGraph(nodes),
+        grads={op: [(passes, value)] for op, value in grads.items()},
+        saved_ops=tuple(sorted(grads)),
+        passes=passes,
+        save_grads=bool(grads),
+    )

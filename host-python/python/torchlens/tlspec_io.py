@@ -42,6 +42,7 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
             'pass source_paths="relative", "absolute" or "none"',
         )
     backend = trace._backend
+    trace._sync_backward()
     manifest = {
         "backend": backend.name,
         "backend_runtime": backend.runtime_name(),
@@ -60,7 +61,7 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
         with os.fdopen(handle, "wb") as out:
             out.write(prefix)
             for _op, slot, label, offset, length, _dtype in placements:
-                data = backend.payload_bytes(trace._payload(slot))
+                data = backend.payload_bytes(_placed_value(trace, slot))
                 if len(data) != length or out.tell() != offset:
                     raise TlspecFormatError(
                         f"payload {label} has {len(data)} bytes, the layout expects {length} at {offset}",
@@ -85,6 +86,15 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
         raise
 
 
+def _placed_value(trace: Trace, slot: int) -> Any:
+    """The value the core placed under ``slot``: an op's payload, or a saved gradient."""
+    from .backward import GRAD_SLOT_BASE
+
+    if slot >= GRAD_SLOT_BASE and trace.backward is not None:
+        return trace.backward.grad_of(slot - GRAD_SLOT_BASE)
+    return trace._payload(slot)
+
+
 def _payload_checksums(trace: Trace) -> list:
     """CRC-32 of every payload the file will hold, by op label, so that readers (``tlspec
     check``) can tell a damaged payload from a good one. zlib's CRC-32 is the one the CLI
@@ -98,6 +108,13 @@ def _payload_checksums(trace: Trace) -> list:
         value = trace._payload(slot)
         if value is not None:
             checksums.append((op.label, zlib.crc32(backend.payload_bytes(value))))
+    if trace.backward is not None:
+        from .backward import GRAD_TENSOR_PREFIX
+
+        for op, entries in sorted(trace.backward.grads.items()):
+            if entries:
+                label = GRAD_TENSOR_PREFIX + trace.ops[op].label
+                checksums.append((label, zlib.crc32(backend.payload_bytes(entries[-1][1]))))
     return checksums
 
 
@@ -166,11 +183,15 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
                 "save the trace again with this TorchLens (it records the backend)",
             )
         backend = get_backend(name)
+    from .backward import GRAD_TENSOR_PREFIX
+
     ops = native.ops()
     logical_shapes = {op["label"]: op["shape"] for op in ops}
     labels = {}
     for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):
-        payloads[slot] = backend.payload_from_buffer(mapped, offset, length, dtype, logical_shapes[label])
+        # A saved gradient (``grad/<op label>``) has its op's shape.
+        shape = logical_shapes[label[len(GRAD_TENSOR_PREFIX) :] if label.startswith(GRAD_TENSOR_PREFIX) else label]
+        payloads[slot] = backend.payload_from_buffer(mapped, offset, length, dtype, shape)
         labels[slot] = label
     try:
         codec = json.loads(info["manifest"]["codec_metadata"] or "{}")
@@ -181,6 +202,17 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
             "the file is corrupted; save the trace again",
         ) from error
     status = backend.finish_load(payloads, labels, codec if isinstance(codec, dict) else {}, hints)
+    backward_json = native.backward_json()
+    grads = {}
+    if backward_json is not None:
+        index_of = {op["label"]: op["id"] for op in ops}
+        for slot, label in list(labels.items()):
+            if label.startswith(GRAD_TENSOR_PREFIX):
+                grads[index_of[label[len(GRAD_TENSOR_PREFIX) :]]] = payloads.pop(slot)
     trace = Trace(native, payloads, backend, info["manifest"])
     trace.payload_load_status = status
+    if backward_json is not None:
+        from .backward import from_core_json
+
+        trace.backward = from_core_json(backward_json, [op["label"] for op in ops], grads)
     return trace

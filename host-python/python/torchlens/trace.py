@@ -671,16 +671,43 @@ class Trace:
 
     # ---- output ----------------------------------------------------------------------------
 
+    def _sync_backward(self) -> None:
+        """Hands the core the backward pass as it stands now (a backward may have run since the
+        capture), so the summary, the drawing and ``.tlspec`` files include it."""
+        if self.backward is None:
+            return
+        from .backward import to_core_json
+
+        labels = {op.label: op.index for op in self.ops}
+        self._native.set_backward(to_core_json(self.backward, labels))
+
     def summary(self) -> str:
-        """A table of every op: label, function, module, shape, dtype, saved, parents."""
+        """A table of every op: label, function, module, shape, dtype, saved, parents; then,
+        where a backward pass was captured, one row per grad_fn."""
+        self._sync_backward()
         return self._native.summary_table()
 
     def draw(
-        self, path: Optional[str] = None, collapsed: bool = False, expanded: Sequence[str] = ()
+        self,
+        path: Optional[str] = None,
+        collapsed: bool = False,
+        expanded: Sequence[str] = (),
+        backward: bool = False,
     ) -> Drawing:
         """Draws the graph as SVG (``collapsed=True``: one box per module, ``expanded`` opens
-        some). Saved to ``path`` when given; shows inline in Jupyter."""
-        drawing = Drawing(self._native.svg(collapsed, list(expanded)))
+        some; ``backward=True``: the backward graph, one box per autograd function, where the
+        trace has one). Saved to ``path`` when given; shows inline in Jupyter."""
+        if backward:
+            if self.backward is None:
+                from .errors import NotFoundError
+
+                raise NotFoundError(
+                    "this trace has no backward graph to draw",
+                    "layout_no_backward",
+                    "trace with save_grads=True or CaptureOptions(backward_ready=True) (torch)",
+                )
+            self._sync_backward()
+        drawing = Drawing(self._native.svg(collapsed, list(expanded), backward))
         if path is not None:
             drawing.save(path)
         return drawing

@@ -62,7 +62,8 @@ pub enum Command {
         /// The .tlspec file.
         file: PathBuf,
     },
-    /// Draw the graph as SVG: the overview with modules collapsed, or every op with --full.
+    /// Draw the graph as SVG: the overview with modules collapsed, every op with --full, or
+    /// the backward graph with --backward.
     Draw {
         /// The .tlspec file.
         file: PathBuf,
@@ -72,6 +73,9 @@ pub enum Command {
         /// Draw every op instead of the collapsed overview.
         #[arg(long)]
         full: bool,
+        /// Draw the backward graph (autograd functions) of a trace saved with a backward pass.
+        #[arg(long, conflicts_with = "full")]
+        backward: bool,
         /// Where to write the SVG (standard output when absent).
         #[arg(long, short)]
         output: Option<PathBuf>,

@@ -304,3 +304,89 @@ fn help_lists_the_exit_statuses() {
     }
     assert_eq!(tlspec(&["frobnicate"], LIMIT).code, 2);
 }
+
+/// A chain trace with the backward pass torch would record and the gradient of its two compute
+/// ops saved, written with every payload's CRC-32.
+fn sample_with_backward(folder: &Path) -> (Trace, PathBuf) {
+    use torchlens_core::model::{BackwardGraph, GradFnNode, SavedGrad};
+    let mut trace = chain_trace(&steps(&["float32", "float32"]), true);
+    let node = |label: &str, class_name: &str, op: Option<u32>, children: Vec<u32>| GradFnNode {
+        label: label.to_string(),
+        class_name: class_name.to_string(),
+        op,
+        param: None,
+        children,
+    };
+    let grad_slot = 1u64 << 48;
+    trace.backward = Some(BackwardGraph {
+        passes: 1,
+        nodes: vec![
+            node("add_back_1_1", "AddBackward0", Some(2), vec![1]),
+            node("relu_back_1_2", "ReluBackward0", Some(1), vec![]),
+        ],
+        grads: vec![
+            SavedGrad {
+                op: 1,
+                slot: Some(grad_slot + 1),
+            },
+            SavedGrad {
+                op: 2,
+                slot: Some(grad_slot + 2),
+            },
+        ],
+    });
+    let mut payloads = payloads_for(&trace);
+    let mut checksums: Vec<(String, u32)> = trace
+        .ops
+        .iter()
+        .filter_map(|op| Some((op.label.clone(), crc32fast::hash(&payloads[&op.payload?]))))
+        .collect();
+    for op in [1u32, 2] {
+        let bytes = vec![op as u8; 24];
+        let label = format!("grad/{}", trace.ops[op as usize].label);
+        checksums.push((label, crc32fast::hash(&bytes)));
+        payloads.insert(grad_slot + u64::from(op), bytes);
+    }
+    let with_checksums = Manifest {
+        payload_checksums: checksums,
+        ..manifest()
+    };
+    let bytes = tlspec::encode_with_payloads(&trace, &with_checksums, |slot| {
+        payloads.get(&slot).map(Vec::as_slice)
+    })
+    .expect("encodes");
+    let path = folder.join("backward.tlspec");
+    std::fs::write(&path, bytes).expect("write");
+    (trace, path)
+}
+
+#[test]
+fn summary_check_and_draw_show_a_backward_pass() {
+    let folder = scratch("backward");
+    let (trace, path) = sample_with_backward(&folder);
+    let run = tlspec(&["summary", text(&path)], LIMIT);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, torchlens_core::query::summary_table(&trace));
+    assert!(run
+        .stdout
+        .contains("backward: 1 pass, 2 grad_fns, 1 edges, 2 saved gradients"));
+    let row = run
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("add_back_1_1"))
+        .expect("grad_fn row");
+    assert!(row.contains("AddBackward0") && row.contains("add_1_3") && row.contains("relu_back_1_2"));
+    // The gradient payloads are checked like every payload.
+    let check = tlspec(&["check", text(&path)], LIMIT);
+    assert_eq!(check.code, 0, "{}", check.stdout);
+    let drawn = tlspec(&["draw", "--svg", "--backward", text(&path)], LIMIT);
+    assert_eq!(drawn.code, 0, "{}", drawn.stderr);
+    assert_eq!(drawn.stdout.matches("<g class=\"node").count(), 2);
+    assert_eq!(drawn.stdout.matches("data-from=\"0\" data-to=\"1\"").count(), 1);
+    assert!(drawn.stdout.contains("relu_back_1_2"));
+    // A trace without a backward pass has none to draw.
+    let (_, plain, _) = sample(&folder);
+    let refused = tlspec(&["draw", "--svg", "--backward", text(&plain)], LIMIT);
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("layout_no_backward"), "{}", refused.stderr);
+}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import gc
 import math
+import re
 import weakref
 from typing import Dict, List
 
@@ -16,7 +17,7 @@ import torch
 import torch.nn as nn
 
 import torchlens as tl
-from torchlens.errors import BackendUnsupportedError, SelectorMatchedNothingWarning
+from torchlens.errors import BackendUnsupportedError, NotFoundError, SelectorMatchedNothingWarning
 from torchlens.options import CaptureOptions
 
 pytestmark = pytest.mark.torch
@@ -410,3 +411,98 @@ def test_grad_options_refusals():
             capture=CaptureOptions(grad_options=tl.backends.torch.GradOptions(loss_fn=lambda out: out)),
         )
     assert caught.value.code == "option_value_invalid"
+
+
+# ---- the backward pass in .tlspec files, the summary and the drawing --------------------------------
+
+
+def _backward_trace():
+    model, _, x = _pair(Mlp, (3, 6))
+    trace = tl.trace(model, x, save_grads=True)
+    _loss(trace.output).backward()
+    return trace
+
+
+def test_a_backward_pass_round_trips_through_a_tlspec(tmp_path):
+    trace = _backward_trace()
+    path = str(tmp_path / "backward.tlspec")
+    trace.save(path)
+    loaded = tl.load(path, verify=True)
+    assert loaded.has_backward_pass and loaded.num_backward_passes == 1
+    assert [op.label for op in loaded.saved_grad_ops] == [op.label for op in trace.saved_grad_ops]
+    for op in trace.saved_grad_ops:
+        assert torch.equal(loaded[op.label].grad, op.grad)
+        assert len(loaded[op.label].autograd.grads) == 1
+    assert [node.as_dict() for node in loaded.grad_fns] == [node.as_dict() for node in trace.grad_fns]
+    assert loaded.backward_graph.edges == trace.backward_graph.edges
+    # The forward payloads are untouched, and the saved set does not count the gradients.
+    assert [op.label for op in loaded.saved_ops] == [op.label for op in trace.saved_ops]
+    for op in trace.saved_ops:
+        assert torch.equal(loaded[op.label].out, op.out)
+    assert loaded.summary() == trace.summary()
+    # A loaded trace has no live parameters: their gradients were not saved.
+    assert loaded.params["fc1.weight"].grad is None
+
+
+def test_a_file_without_a_backward_pass_loads_without_one(tmp_path):
+    model, _, x = _pair(Mlp, (3, 6))
+    path = str(tmp_path / "forward.tlspec")
+    tl.trace(model, x).save(path)
+    loaded = tl.load(path, verify=True)
+    assert loaded.backward is None and not loaded.has_backward_pass and loaded.grad_fns == []
+    assert "backward:" not in loaded.summary()
+
+
+def test_a_graph_saved_before_any_backward_round_trips_without_gradients(tmp_path):
+    model, _, x = _pair(Mlp, (3, 6))
+    trace = tl.trace(model, x, capture=CaptureOptions(backward_ready=True))
+    path = str(tmp_path / "ready.tlspec")
+    trace.save(path)
+    loaded = tl.load(path)
+    assert not loaded.has_backward_pass and loaded.saved_grad_ops == []
+    assert len(loaded.backward_graph) == len(trace.backward_graph) > 0
+
+
+def test_the_summary_lists_each_grad_fn():
+    trace = _backward_trace()
+    table = trace.summary()
+    assert (
+        f"backward: 1 pass, {len(trace.grad_fns)} grad_fns, {len(trace.backward_graph.edges)} edges, 4 saved"
+        in table
+    )
+    relu = next(node for node in trace.grad_fns if node.class_name == "ReluBackward0")
+    row = next(line for line in table.splitlines() if line.startswith(relu.label + " "))
+    assert "ReluBackward0" in row and "relu_1_3" in row and "yes" in row
+
+
+def _drawn(svg: str):
+    """The nodes (label, ops) and edges (from label, to label) of a drawing."""
+    nodes = re.findall(r'<g class="node [^"]*" data-id="(\d+)" data-ops="([^"]*)"[^>]*><title>([^\n<]*)', svg)
+    labels = {int(index): label for index, _ops, label in nodes}
+    ops = {label: [int(op) for op in found.split()] for _index, found, label in nodes}
+    edges = {
+        (labels[int(a)], labels[int(b)]) for a, b in re.findall(r'data-from="(\d+)" data-to="(\d+)"', svg)
+    }
+    return [label for _index, _ops, label in nodes], ops, edges
+
+
+def test_the_backward_drawing_has_a_node_per_grad_fn_and_an_edge_per_gradient(tmp_path):
+    trace = _backward_trace()
+    labels, ops, edges = _drawn(trace.draw(backward=True).svg)
+    assert labels == [node.label for node in trace.grad_fns]
+    assert edges == set(trace.backward_graph.edges)
+    for node in trace.grad_fns:
+        assert ops[node.label] == ([trace[node.op_label].index] if node.has_op else [])
+    # The forward drawing is unchanged by it, and a loaded trace draws the same backward graph.
+    forward_labels, _, _ = _drawn(trace.draw().svg)
+    assert forward_labels == trace.labels
+    path = str(tmp_path / "drawn.tlspec")
+    trace.save(path)
+    assert _drawn(tl.load(path).draw(backward=True).svg) == (labels, ops, edges)
+
+
+def test_drawing_a_backward_graph_that_was_not_captured_refuses():
+    model, _, x = _pair(Mlp, (3, 6))
+    with pytest.raises(NotFoundError) as caught:
+        tl.trace(model, x).draw(backward=True)
+    assert caught.value.code == "layout_no_backward"

@@ -62,7 +62,9 @@ describe("the browser viewer", () => {
     // The traces the tests open: the core's encoder writes the demo, the 100k-op and the
     // hostile files; the Python package writes a real torch trace.
     run("cargo", ["run", "--quiet", "--release", "-p", "torchlens-web", "--example", "fixtures", "--", fixtures]);
-    run(join(root, ".venv", "bin", "python"), [join(here, "write_torch_trace.py"), join(fixtures, "torch.tlspec")]);
+    run(join(root, ".venv", "bin", "python"), [
+      join(here, "write_torch_trace.py"), join(fixtures, "torch.tlspec"), join(fixtures, "torch-backward.tlspec"),
+    ]);
     server = await serve(www, { "/fixtures/": fixtures });
     const profile = mkdtempSync(join(tmpdir(), "tl-viewer-profile-"));
     context = await chromium.launchPersistentContext(profile, {
@@ -207,6 +209,35 @@ describe("the browser viewer", () => {
     assert.match(panel, /source\s*\S+\.py:\d+/, "torch records the source line");
     await page.locator("#heatmap").scrollIntoViewIfNeeded();
     await shot("07-torch-trace");
+  });
+
+  it("shows a torch trace's backward pass and draws its backward graph", async () => {
+    const expected = JSON.parse(readFileSync(join(fixtures, "torch-backward.tlspec.json"), "utf8"));
+    assert.equal(await openFile(join(fixtures, "torch-backward.tlspec")), "ready");
+    const status = await page.textContent("#backward-status");
+    assert.match(status, new RegExp(`backward pass: 1 pass · ${expected.labels.length} grad_fns`));
+    assert.match(status, new RegExp(`${expected.saved_grads} saved gradients`));
+    assert.equal(await page.isVisible("#toggle-backward"), true);
+    const forward = (await nodes()).length;
+    await page.click("#toggle-backward");
+    await page.waitForFunction(() => document.getElementById("graph-info").textContent.startsWith("backward graph"));
+    const drawn = await nodes();
+    assert.deepEqual(drawn.map((node) => node.label), expected.labels, "one node per grad_fn, in order");
+    const labels = drawn.map((node) => node.label);
+    const edges = (await page.evaluate(() => window.tlViewer.edges())).map(([a, b]) => `${labels[a]}>${labels[b]}`);
+    assert.deepEqual(edges.sort(), expected.edges.map(([a, b]) => `${a}>${b}`).sort(), "one edge per gradient");
+    assert.ok(drawn.some((node) => node.detail.startsWith("AddmmBackward0")), "autograd classes are shown");
+    await shot("10-backward-graph");
+    // Clicking a grad_fn linked to a forward op opens that op.
+    const linked = drawn.find((node) => node.detail.startsWith("ReluBackward0"));
+    await clickNode(linked.label);
+    await page.waitForFunction(() => /relu/.test(document.getElementById("op-panel").textContent));
+    await page.click("#toggle-backward");
+    await page.waitForFunction(() => !document.getElementById("graph-info").textContent.startsWith("backward graph"));
+    assert.equal((await nodes()).length, forward);
+    // A file without a backward pass has no such button.
+    assert.equal(await openFile(join(fixtures, "torch.tlspec")), "ready");
+    assert.equal(await page.isVisible("#toggle-backward"), false);
   });
 
   it("opens a 100k-op trace quickly and stays usable", async () => {

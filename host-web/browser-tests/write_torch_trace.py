@@ -1,9 +1,13 @@
 """Writes a .tlspec of a small real torch model with the torchlens Python package, for the
 viewer's browser tests: nested modules, an image-like convolution output and a recurrent cell.
+With a second path it also writes the same model traced with ``save_grads=True`` after a
+``loss.backward()`` (a file with a backward pass), and next to it ``<path>.json``: the grad_fn
+labels and gradient edges the viewer must draw.
 
-    .venv/bin/python host-web/browser-tests/write_torch_trace.py OUT.tlspec
+    .venv/bin/python host-web/browser-tests/write_torch_trace.py OUT.tlspec [BACKWARD.tlspec]
 """
 
+import json
 import sys
 
 import torch
@@ -47,5 +51,23 @@ def main(path):
     print(f"wrote {path}: {len(trace.ops)} ops")
 
 
+def main_backward(path):
+    torch.manual_seed(0)
+    model = SmallNet().eval()
+    trace = tl.trace(model, torch.randn(2, 1, 16, 16), save_grads=True)
+    trace.output.square().sum().backward()
+    trace.save(path)
+    expected = {
+        "labels": [node.label for node in trace.grad_fns],
+        "edges": [list(edge) for edge in trace.backward_graph.edges],
+        "saved_grads": len(trace.saved_grad_ops),
+    }
+    with open(f"{path}.json", "w", encoding="utf-8") as handle:
+        json.dump(expected, handle)
+    print(f"wrote {path}: {len(trace.grad_fns)} grad_fns")
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    if len(sys.argv) > 2:
+        main_backward(sys.argv[2])

@@ -88,6 +88,12 @@ impl Viewer {
         answer(self.session.layout(expanded, full))
     }
 
+    /// The backward graph's layout (JSON), for a file saved with a backward pass.
+    #[wasm_bindgen(js_name = backwardLayout)]
+    pub fn backward_layout(&mut self) -> Result<String, JsValue> {
+        answer(self.session.backward_layout())
+    }
+
     /// Op `id` in full (JSON), with `node`: the node of the last layout that shows it.
     pub fn op(&self, id: u32) -> Result<String, JsValue> {
         #[derive(Serialize)]

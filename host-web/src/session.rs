@@ -135,6 +135,26 @@ impl Session {
         Ok(graph)
     }
 
+    /// Lays out the backward graph (one node per autograd function; a node linked to a forward
+    /// op shows that op, so selecting works as in the forward views). A trace without a
+    /// backward pass is refused (`layout_no_backward`).
+    pub fn backward_layout(&mut self) -> WebResult<GraphView> {
+        let placed = layout(&self.trace, &LayoutView::Backward)?;
+        if placed.nodes.len() > MAX_DRAWN_NODES {
+            return Err(WebError::viewer(
+                "viewer_graph_too_large",
+                format!(
+                    "the backward graph has {} nodes, more than the {MAX_DRAWN_NODES} the page draws",
+                    placed.nodes.len()
+                ),
+                "use tlspec summary or tlspec draw --backward for this trace",
+            ));
+        }
+        let (graph, node_of_op) = graph_view(placed, self.trace.ops.len());
+        self.node_of_op = node_of_op;
+        Ok(graph)
+    }
+
     /// The node of the last layout that shows `op`, if any.
     pub fn node_of(&self, op: OpId) -> Option<u32> {
         self.node_of_op

@@ -1,4 +1,5 @@
-//! `tlspec draw --svg`: the graph as SVG, laid out by the core.
+//! `tlspec draw --svg`: the graph as SVG, laid out by the core (the module overview, every op
+//! with `--full`, or the backward graph with `--backward`).
 
 use crate::error::CliError;
 use crate::exit_status::ExitStatus;
@@ -9,20 +10,27 @@ use serde_json::json;
 use std::path::Path;
 use torchlens_host_runtime::wit::LayoutView;
 
+/// Which graph `draw` lays out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Collapsed,
+    Full,
+    Backward,
+}
+
 /// Runs `draw`: writes the SVG to `output`, or returns it as the text to print.
 pub fn run(
     core: &mut SandboxedCore,
     file: &OpenedTrace,
-    full: bool,
+    view: View,
     output: Option<&Path>,
 ) -> Result<Outcome, CliError> {
-    let view = if full {
-        LayoutView::Full
-    } else {
-        LayoutView::Collapsed(Vec::new())
+    let (layout_view, view_name) = match view {
+        View::Collapsed => (LayoutView::Collapsed(Vec::new()), "collapsed"),
+        View::Full => (LayoutView::Full, "full"),
+        View::Backward => (LayoutView::Backward, "backward"),
     };
-    let svg = core.instance().svg(file.trace, &view)?;
-    let view_name = if full { "full" } else { "collapsed" };
+    let svg = core.instance().svg(file.trace, &layout_view)?;
     match output {
         Some(path) => {
             write_atomically(path, svg.as_bytes())?;

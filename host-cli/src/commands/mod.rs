@@ -45,10 +45,21 @@ pub fn run(command: &Command, settings: SandboxSettings, json: bool) -> Result<O
             export::run(&mut core, &file)
         }
         Command::Draw {
-            file, full, output, ..
+            file,
+            full,
+            backward,
+            output,
+            ..
         } => {
             let file = open(file, &mut core)?;
-            draw::run(&mut core, &file, *full, output.as_deref())
+            let view = if *backward {
+                draw::View::Backward
+            } else if *full {
+                draw::View::Full
+            } else {
+                draw::View::Collapsed
+            };
+            draw::run(&mut core, &file, view, output.as_deref())
         }
         Command::View {
             file,

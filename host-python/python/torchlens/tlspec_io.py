@@ -190,7 +190,9 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
     labels = {}
     for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):
         # A saved gradient (``grad/<op label>``) has its op's shape.
-        shape = logical_shapes[label[len(GRAD_TENSOR_PREFIX) :] if label.startswith(GRAD_TENSOR_PREFIX) else label]
+        shape = logical_shapes[
+            label[len(GRAD_TENSOR_PREFIX) :] if label.startswith(GRAD_TENSOR_PREFIX) else label
+        ]
         payloads[slot] = backend.payload_from_buffer(mapped, offset, length, dtype, shape)
         labels[slot] = label
     try:

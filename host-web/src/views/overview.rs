@@ -26,6 +26,19 @@ pub struct Counts {
     pub saved: usize,
 }
 
+/// The backward pass the file holds (torch traces saved after a `loss.backward()`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackwardView {
+    /// Backward passes that reached the outputs.
+    pub passes: u32,
+    /// Autograd functions in the backward graph.
+    pub grad_fns: usize,
+    /// Gradient edges between them.
+    pub edges: usize,
+    /// Ops whose output gradient the file holds.
+    pub saved_grads: usize,
+}
+
 /// The capture status recorded in the trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CaptureView {
@@ -60,6 +73,8 @@ pub struct Overview {
     pub capture: CaptureView,
     /// Trace-level backend facts.
     pub extras: Vec<(String, String)>,
+    /// The backward pass, when the file has one.
+    pub backward: Option<BackwardView>,
 }
 
 /// The overview of a decoded file.
@@ -79,6 +94,9 @@ pub fn overview(header: &HeaderInfo, trace: &Trace) -> Overview {
     .collect();
     pairs.extend(manifest.extra.iter().cloned());
     let label = |op: &u32| trace.ops.get(*op as usize).map(|op| op.label.clone());
+    let saved_grads = trace.backward.as_ref().map_or(0, |backward| {
+        backward.grads.iter().filter(|grad| grad.slot.is_some()).count()
+    });
     Overview {
         core_version: env!("CARGO_PKG_VERSION"),
         file_length: header.file_length,
@@ -94,7 +112,7 @@ pub fn overview(header: &HeaderInfo, trace: &Trace) -> Overview {
             params: trace.params.len(),
             inputs: trace.inputs.len(),
             outputs: trace.outputs.len(),
-            saved: header.payloads.len(),
+            saved: header.payloads.len() - saved_grads,
         },
         capture: CaptureView {
             verified: trace.capture.verified,
@@ -103,5 +121,11 @@ pub fn overview(header: &HeaderInfo, trace: &Trace) -> Overview {
             frontier: trace.capture.frontier.iter().filter_map(label).collect(),
         },
         extras: trace.extras.clone(),
+        backward: trace.backward.as_ref().map(|backward| BackwardView {
+            passes: backward.passes,
+            grad_fns: backward.nodes.len(),
+            edges: backward.edges().len(),
+            saved_grads,
+        }),
     }
 }

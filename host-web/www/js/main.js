@@ -7,7 +7,7 @@ import { TableView } from "./table-view.js";
 
 const $ = (id) => document.getElementById(id);
 const client = new CoreClient(new URL("./worker.js", import.meta.url));
-const state = { expanded: [], full: false, opCount: 0, matches: [], open: false };
+const state = { expanded: [], full: false, backward: false, opCount: 0, matches: [], open: false };
 const params = new URL(location.href).searchParams;
 // How long opening a file may take before the worker is stopped (`?open-deadline-ms=`).
 const OPEN_DEADLINE_MS = Number(params.get("open-deadline-ms")) || 30000;
@@ -63,6 +63,8 @@ async function openBlob(blob, name) {
     state.open = true;
     state.expanded = [];
     state.full = false;
+    state.backward = false;
+    $("toggle-backward").hidden = !opened.overview.backward;
     state.opCount = opened.overview.counts.ops;
     showOverview(opened.overview, name, blob.size);
     table.reset(state.opCount);
@@ -117,6 +119,14 @@ function showOverview(overview, name, size) {
   }
   add("replay validation: not stored in .tlspec files (run trace.validate_forward_pass() in Python)", "muted");
   add(`${c.ops} ops · ${c.layers} layers · ${c.modules} modules · ${c.params} params · ${c.saved} saved values`);
+  const backward = overview.backward;
+  if (backward) {
+    add(
+      `backward pass: ${backward.passes} pass${backward.passes === 1 ? "" : "es"} · ${backward.grad_fns} grad_fns · ` +
+        `${backward.edges} edges · ${backward.saved_grads} saved gradients`,
+      "ok",
+    ).id = "backward-status";
+  }
   add(size < 1048576 ? `${(size / 1024).toFixed(1)} KiB` : `${(size / 1048576).toFixed(1)} MiB`);
   const manifest = overview.manifest.filter(([, value]) => value).map(([k, v]) => `${k}: ${v}`).join(" · ");
   $("manifest").textContent = manifest;
@@ -125,16 +135,23 @@ function showOverview(overview, name, size) {
 
 function updateGraphBar(view) {
   const boxes = view.nodes.filter((node) => node.kind === "module").length;
-  $("graph-info").textContent = state.full
-    ? `every op: ${view.nodes.length} nodes`
-    : `${view.nodes.length} nodes, ${boxes} module boxes (click a box to open it)`;
+  $("graph-info").textContent = state.backward
+    ? `backward graph: ${view.nodes.length} grad_fns, ${view.edges.length} edges`
+    : state.full
+      ? `every op: ${view.nodes.length} nodes`
+      : `${view.nodes.length} nodes, ${boxes} module boxes (click a box to open it)`;
   $("toggle-full").textContent = state.full ? "Overview by module" : "Every op";
+  $("toggle-backward").textContent = state.backward ? "Forward graph" : "Backward graph";
 }
 
 async function relayout(keep = true) {
   setBusy("Laying out…");
   try {
-    const view = await client.call("layout", { expanded: state.expanded, full: state.full }, { timeoutMs: 60000 });
+    const view = await client.call(
+      "layout",
+      { expanded: state.expanded, full: state.full, backward: state.backward },
+      { timeoutMs: 60000 },
+    );
     graph.show(view, { keep });
     updateGraphBar(view);
     // Keep the selected op selected in the new view.
@@ -158,6 +175,7 @@ async function expand(label) {
 async function reveal(detail) {
   // Open every module call the op ran in, then center on it.
   state.full = false;
+  state.backward = false;
   for (const call of detail.module_stack) {
     if (call !== "self" && !state.expanded.includes(call)) state.expanded.push(call);
   }
@@ -243,10 +261,16 @@ $("top").addEventListener("click", () => graph.home());
 $("collapse-all").addEventListener("click", () => {
   state.expanded = [];
   state.full = false;
+  state.backward = false;
   relayout(false);
 });
 $("toggle-full").addEventListener("click", () => {
   state.full = !state.full;
+  state.backward = false;
+  relayout(false);
+});
+$("toggle-backward").addEventListener("click", () => {
+  state.backward = !state.backward;
   relayout(false);
 });
 
@@ -268,6 +292,7 @@ if (url) {
 window.tlViewer = {
   locate: (label) => graph.locate(label),
   nodes: () => (graph.graph ? graph.graph.nodes.map(({ label, kind, detail }) => ({ label, kind, detail })) : []),
+  edges: () => (graph.graph ? graph.graph.edges.map(({ from, to }) => [from, to]) : []),
   view: () => ({ scale: graph.scale, tx: graph.tx, ty: graph.ty }),
   state,
 };

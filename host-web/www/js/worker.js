@@ -54,7 +54,8 @@ const handlers = {
     const graph = JSON.parse(viewer.layout("[]", false));
     return { overview, graph, decodedMs, totalMs: performance.now() - started };
   },
-  layout({ expanded, full }) {
+  layout({ expanded, full, backward }) {
+    if (backward) return JSON.parse(opened().backwardLayout());
     return JSON.parse(opened().layout(JSON.stringify(expanded), full));
   },
   rows({ start, count }) {

@@ -88,7 +88,10 @@ fn a_backward_pass_round_trips_with_its_gradients() {
     let original = trace_with_backward();
     let (file, payloads) = encode(&original);
     let (header, decoded) = tlspec::decode_file(&file).expect("decodes");
-    let backward = decoded.backward.as_ref().expect("the backward pass is back");
+    let backward = decoded
+        .backward
+        .as_ref()
+        .expect("the backward pass is back");
     let expected = original.backward.as_ref().expect("set");
     assert_eq!(backward.passes, 2);
     assert_eq!(backward.nodes, expected.nodes);
@@ -100,11 +103,17 @@ fn a_backward_pass_round_trips_with_its_gradients() {
         assert_eq!(entry.dtype, "float32");
         assert_eq!(entry.shape, vec![2, 3]);
         let bytes = &file[entry.offset as usize..(entry.offset + entry.length) as usize];
-        assert_eq!(bytes, payloads[&(GRAD_SLOT + u64::from(grad.op))].as_slice());
+        assert_eq!(
+            bytes,
+            payloads[&(GRAD_SLOT + u64::from(grad.op))].as_slice()
+        );
     }
     assert_eq!(backward.grads.len(), 2);
     // The forward payload is where it was, under its own label.
-    assert!(header.payloads.iter().any(|entry| entry.label == "relu_1_2"));
+    assert!(header
+        .payloads
+        .iter()
+        .any(|entry| entry.label == "relu_1_2"));
 }
 
 #[test]
@@ -141,7 +150,9 @@ fn a_backward_graph_that_points_backwards_or_out_of_range_is_refused() {
     let mut missing_op = trace_with_backward();
     missing_op.backward.as_mut().expect("set").nodes[0].op = Some(99);
     assert_eq!(
-        tlspec::validate_trace(&missing_op).expect_err("refused").code,
+        tlspec::validate_trace(&missing_op)
+            .expect_err("refused")
+            .code,
         "backward_graph_invalid"
     );
     // A hand-made body whose backward part is damaged is a decode error, not a panic.
@@ -155,12 +166,20 @@ fn a_backward_graph_that_points_backwards_or_out_of_range_is_refused() {
 fn the_backward_view_draws_one_node_per_grad_fn_and_one_edge_per_gradient() {
     let trace = trace_with_backward();
     let placed = layout(&trace, &LayoutView::Backward).expect("lays out");
-    let labels: Vec<&str> = placed.nodes.iter().map(|node| node.label.as_str()).collect();
+    let labels: Vec<&str> = placed
+        .nodes
+        .iter()
+        .map(|node| node.label.as_str())
+        .collect();
     assert_eq!(
         labels,
         ["add_back_1_1", "relu_back_1_2", "accumulategrad_back_1_3"]
     );
-    let edges: Vec<(u32, u32)> = placed.edges.iter().map(|edge| (edge.from, edge.to)).collect();
+    let edges: Vec<(u32, u32)> = placed
+        .edges
+        .iter()
+        .map(|edge| (edge.from, edge.to))
+        .collect();
     assert_eq!(edges, [(0, 1), (1, 2)]);
     assert_eq!(placed.nodes[0].ops, [2]);
     assert!(placed.nodes[0].detail.contains("add_1_3"));

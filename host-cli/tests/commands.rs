@@ -375,18 +375,30 @@ fn summary_check_and_draw_show_a_backward_pass() {
         .lines()
         .find(|line| line.starts_with("add_back_1_1"))
         .expect("grad_fn row");
-    assert!(row.contains("AddBackward0") && row.contains("add_1_3") && row.contains("relu_back_1_2"));
+    assert!(
+        row.contains("AddBackward0") && row.contains("add_1_3") && row.contains("relu_back_1_2")
+    );
     // The gradient payloads are checked like every payload.
     let check = tlspec(&["check", text(&path)], LIMIT);
     assert_eq!(check.code, 0, "{}", check.stdout);
     let drawn = tlspec(&["draw", "--svg", "--backward", text(&path)], LIMIT);
     assert_eq!(drawn.code, 0, "{}", drawn.stderr);
     assert_eq!(drawn.stdout.matches("<g class=\"node").count(), 2);
-    assert_eq!(drawn.stdout.matches("data-from=\"0\" data-to=\"1\"").count(), 1);
+    assert_eq!(
+        drawn
+            .stdout
+            .matches("data-from=\"0\" data-to=\"1\"")
+            .count(),
+        1
+    );
     assert!(drawn.stdout.contains("relu_back_1_2"));
     // A trace without a backward pass has none to draw.
     let (_, plain, _) = sample(&folder);
     let refused = tlspec(&["draw", "--svg", "--backward", text(&plain)], LIMIT);
     assert_ne!(refused.code, 0);
-    assert!(refused.stderr.contains("layout_no_backward"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("layout_no_backward"),
+        "{}",
+        refused.stderr
+    );
 }

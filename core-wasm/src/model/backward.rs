@@ -125,7 +125,11 @@ impl BackwardGraph {
         self.nodes
             .iter()
             .enumerate()
-            .flat_map(|(index, node)| node.children.iter().map(move |&child| (index as u32, child)))
+            .flat_map(|(index, node)| {
+                node.children
+                    .iter()
+                    .map(move |&child| (index as u32, child))
+            })
             .collect()
     }
 }

@@ -482,9 +482,7 @@ fn decode_trace_body(body: &[u8], expected: Option<u32>) -> CoreResult<Trace> {
     // without one ends here or with zero padding, which is where older writers stopped.
     let padding = if after.first() == Some(&1) {
         let (backward, padding) = postcard::take_from_bytes::<Option<BackwardGraph>>(after)
-            .map_err(|error| {
-                undecodable(format!("the backward pass does not decode: {error}"))
-            })?;
+            .map_err(|error| undecodable(format!("the backward pass does not decode: {error}")))?;
         trace.backward = backward;
         padding
     } else {

@@ -95,7 +95,11 @@ pub fn overview(header: &HeaderInfo, trace: &Trace) -> Overview {
     pairs.extend(manifest.extra.iter().cloned());
     let label = |op: &u32| trace.ops.get(*op as usize).map(|op| op.label.clone());
     let saved_grads = trace.backward.as_ref().map_or(0, |backward| {
-        backward.grads.iter().filter(|grad| grad.slot.is_some()).count()
+        backward
+            .grads
+            .iter()
+            .filter(|grad| grad.slot.is_some())
+            .count()
     });
     Overview {
         core_version: env!("CARGO_PKG_VERSION"),

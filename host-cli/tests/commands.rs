@@ -383,7 +383,7 @@ fn summary_check_and_draw_show_a_backward_pass() {
     assert_eq!(check.code, 0, "{}", check.stdout);
     let drawn = tlspec(&["draw", "--svg", "--backward", text(&path)], LIMIT);
     assert_eq!(drawn.code, 0, "{}", drawn.stderr);
-    assert_eq!(drawn.stdout.matches("<g class=\"node").count(), 2);
+    assert_eq!(drawn.stdout.matches("<g class=\"node ").count(), 2);
     assert_eq!(
         drawn
             .stdout

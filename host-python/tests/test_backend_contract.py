@@ -61,8 +61,9 @@ def _foreign():
 TRIGGERS = {
     # intervene_unsupported, stop_after_unsupported, value_dependent_save_unsupported and
     # followed_by_unsupported belong to the preview backends that raise them (torch has all four).
-    "capability_unsupported": lambda model, x: tl.trace(
-        model, x, capture=CaptureOptions(grad_options=object())
+    # Torch has backward capture and derived gradients now: a preview backend raises these.
+    "capability_unsupported": lambda model, x: tl.record(
+        lambda a: a * 2, _jax_array(), save=tl.func("mul"), backend="jax"
     ),
     "backend_unknown": lambda model, x: tl.trace(model, x, backend="caffe"),
     "backend_undetected": lambda model, x: tl.trace(object(), x),
@@ -72,7 +73,10 @@ TRIGGERS = {
     "backend_not_built": lambda model, x: tl.trace(model, x, backend="not-built-installed"),
     "option_value_invalid": lambda model, x: tl.trace(model, x, capture=CaptureOptions(jax_control_flow="?")),
     "backward_ready_unsupported": lambda model, x: tl.trace(
-        model, x, capture=CaptureOptions(backward_ready=True)
+        lambda a: a * 2, _jax_array(), backend="jax", capture=CaptureOptions(backward_ready=True)
+    ),
+    "save_grads_unsupported": lambda model, x: tl.trace(
+        lambda a: a * 2, _jax_array(), backend="jax", save_grads=True
     ),
     # Torch takes every CaptureOptions value as inert; JAX implements fewer module modes.
     "option_unsupported": lambda model, x: tl.trace(

@@ -1,13 +1,17 @@
 //! Selection by influence (`downstream_of`, `upstream_of`) on three small graphs whose
-//! reachability is worked out by hand below each graph: a diamond with a residual edge, a graph
-//! that branches into two outputs, and a module called twice. Each expectation is checked on the
+//! reachability is worked out by hand in `influence_cases.rs`: a diamond with a residual edge, a
+//! graph that branches into two outputs, and a module called twice. Each case is checked on the
 //! finished trace, through the text expression the CLI and the viewer take, and live through a
 //! capture plan fed in small batches.
 
+mod influence_cases;
+
+use influence_cases::{CASES, LABELS};
+
 use torchlens_core::build::CaptureSession;
+use torchlens_core::demo_model::influence_graphs;
 use torchlens_core::events::RawEvent;
 use torchlens_core::model::{OpKind, TraceOptions};
-use torchlens_core::recorder::EventRecorder;
 use torchlens_core::selectors::{evaluate, parse_expression, CapturePlan, Selector, SelectorClass};
 use torchlens_core::{Trace, TraceBuilder};
 
@@ -89,248 +93,57 @@ fn live(events: &[RawEvent], selector: &Selector, batch: usize) -> (Trace, Vec<u
     (trace, selected)
 }
 
-/// x → relu → (sigmoid, tanh) → add → add(·, x) → output: a diamond closed by a residual edge.
-fn diamond() -> Vec<RawEvent> {
-    let mut recorder = EventRecorder::keeping_payloads();
-    let root = recorder.module(&["self"], "Diamond");
-    let x = recorder.input("x", &[2, 4]);
-    recorder.enter(root);
-    let a = recorder.op("relu", &[x], &[2, 4]);
-    let b = recorder.op("sigmoid", &[a], &[2, 4]);
-    let c = recorder.op("tanh", &[a], &[2, 4]);
-    let d = recorder.op("__add__", &[b, c], &[2, 4]);
-    let e = recorder.op("__add__", &[d, x], &[2, 4]);
-    recorder.exit(root, &[e]);
-    recorder.output("output", e);
-    recorder.events
+fn graph(name: &str) -> Vec<RawEvent> {
+    influence_graphs()
+        .into_iter()
+        .find(|(graph, _)| *graph == name)
+        .map(|(_, events)| events)
+        .expect("a known graph")
 }
 
 #[test]
-fn diamond_with_a_residual_edge() {
-    let events = diamond();
-    let trace = finished(&events);
-    assert_eq!(
-        trace
-            .ops
-            .iter()
-            .map(|op| op.label.as_str())
-            .collect::<Vec<_>>(),
-        [
-            "input_1",
-            "relu_1_2",
-            "sigmoid_1_3",
-            "tanh_1_4",
-            "add_1_5",
-            "add_2_6",
-            "output_1"
-        ]
-    );
-    // sigmoid reaches the first add, the residual add and the output; not its sibling tanh.
-    check(
-        &events,
-        "downstream_of(func:sigmoid)",
-        &["add_1_5", "add_2_6", "output_1"],
-    );
-    // relu reaches both branches and everything after them.
-    check(
-        &events,
-        "downstream_of(func:relu)",
-        &["sigmoid_1_3", "tanh_1_4", "add_1_5", "add_2_6", "output_1"],
-    );
-    // The input reaches every other op (the residual edge skips the diamond).
-    check(
-        &events,
-        "downstream_of(label:input_1)",
-        &[
-            "relu_1_2",
-            "sigmoid_1_3",
-            "tanh_1_4",
-            "add_1_5",
-            "add_2_6",
-            "output_1",
-        ],
-    );
-    // Only the input and relu reach tanh.
-    check(&events, "upstream_of(func:tanh)", &["input_1", "relu_1_2"]);
-    // The residual add is reached by everything before it.
-    check(
-        &events,
-        "upstream_of(label:add_2_6)",
-        &["input_1", "relu_1_2", "sigmoid_1_3", "tanh_1_4", "add_1_5"],
-    );
-    // On the paths from sigmoid to the output: the two adds (sigmoid and output excluded).
-    check(
-        &events,
-        "downstream_of(func:sigmoid) & upstream_of(label:output_1)",
-        &["add_1_5", "add_2_6"],
-    );
-    // Strict: a seed is in the set only when another seed reaches it (relu reaches tanh).
-    check(
-        &events,
-        "downstream_of(func:relu | func:tanh) & ~func:add",
-        &["sigmoid_1_3", "tanh_1_4", "output_1"],
-    );
-    // The output reaches nothing; nothing reaches the input.
-    check(&events, "downstream_of(label:output_1)", &[]);
-    check(&events, "upstream_of(label:input_1)", &[]);
-}
-
-/// x → relu → sigmoid → output 1, and x · k (a constant) → exp → output 2.
-fn branching() -> Vec<RawEvent> {
-    let mut recorder = EventRecorder::keeping_payloads();
-    let root = recorder.module(&["self"], "TwoHeads");
-    let x = recorder.input("x", &[2, 4]);
-    let k = recorder.constant(&[4]);
-    recorder.enter(root);
-    let h = recorder.op("relu", &[x], &[2, 4]);
-    let p = recorder.op("sigmoid", &[h], &[2, 4]);
-    let q = recorder.op("mul", &[x, k], &[2, 4]);
-    let r = recorder.op("exp", &[q], &[2, 4]);
-    recorder.exit(root, &[p, r]);
-    recorder.output("output.0", p);
-    recorder.output("output.1", r);
-    recorder.events
+fn the_graphs_are_labelled_as_the_drawings_assume() {
+    for (name, labels) in LABELS {
+        let trace = finished(&graph(name));
+        let found: Vec<&str> = trace.ops.iter().map(|op| op.label.as_str()).collect();
+        assert_eq!(found, *labels, "{name}");
+    }
 }
 
 #[test]
-fn branching_into_two_outputs() {
-    let events = branching();
-    let trace = finished(&events);
-    assert_eq!(
-        trace
-            .ops
-            .iter()
-            .map(|op| op.label.as_str())
-            .collect::<Vec<_>>(),
-        [
-            "input_1",
-            "constant_1",
-            "relu_1_3",
-            "sigmoid_1_4",
-            "mul_1_5",
-            "exp_1_6",
-            "output_1",
-            "output_2"
-        ]
-    );
-    // relu feeds only the first head.
-    check(
-        &events,
-        "downstream_of(func:relu)",
-        &["sigmoid_1_4", "output_1"],
-    );
-    // The constant feeds only the second head.
-    check(
-        &events,
-        "downstream_of(label:constant_1)",
-        &["mul_1_5", "exp_1_6", "output_2"],
-    );
-    // exp is reached by the input, the constant and mul, not by the other head.
-    check(
-        &events,
-        "upstream_of(func:exp)",
-        &["input_1", "constant_1", "mul_1_5"],
-    );
-    // The first output is reached by the input, relu and sigmoid.
-    check(
-        &events,
-        "upstream_of(label:output_1)",
-        &["input_1", "relu_1_3", "sigmoid_1_4"],
-    );
-    // Two seeds, one in each head.
-    check(
-        &events,
-        "downstream_of(func:relu | func:mul)",
-        &["sigmoid_1_4", "exp_1_6", "output_1", "output_2"],
-    );
-    // Ops that reach the first output but not the second: relu and sigmoid.
-    check(
-        &events,
-        "upstream_of(label:output_1) & ~upstream_of(label:output_2)",
-        &["relu_1_3", "sigmoid_1_4"],
-    );
-}
-
-/// One `fc` module called twice: x → fc → relu → fc → add(·, sigmoid(x)) → output.
-fn reused_module() -> Vec<RawEvent> {
-    let mut recorder = EventRecorder::keeping_payloads();
-    let root = recorder.module(&["self"], "Reuse");
-    let fc = recorder.module(&["fc"], "Linear");
-    let weight = recorder.param(fc, "fc.weight", &[4, 4]);
-    let bias = recorder.param(fc, "fc.bias", &[4]);
-    let x = recorder.input("x", &[2, 4]);
-    recorder.enter(root);
-    let first = recorder.linear(fc, weight, bias, x, &[2, 4]);
-    let activated = recorder.op("relu", &[first], &[2, 4]);
-    let second = recorder.linear(fc, weight, bias, activated, &[2, 4]);
-    let gate = recorder.op("sigmoid", &[x], &[2, 4]);
-    let sum = recorder.op("__add__", &[second, gate], &[2, 4]);
-    recorder.exit(root, &[sum]);
-    recorder.output("output", sum);
-    recorder.events
+fn every_case_matches_its_hand_computed_reachability() {
+    for (name, expression, expected) in CASES {
+        check(&graph(name), expression, expected);
+    }
+    for (name, _) in LABELS {
+        assert!(
+            CASES.iter().filter(|(graph, ..)| graph == name).count() >= 4,
+            "{name} has cases"
+        );
+    }
 }
 
 #[test]
-fn a_module_called_twice() {
-    let events = reused_module();
-    let trace = finished(&events);
-    assert_eq!(
-        trace
-            .ops
-            .iter()
-            .map(|op| op.label.as_str())
-            .collect::<Vec<_>>(),
-        [
-            "input_1",
-            "linear_1_2:1",
-            "relu_1_3",
-            "linear_1_2:2",
-            "sigmoid_1_4",
-            "add_1_5",
-            "output_1"
-        ]
-    );
-    // The first call reaches relu, the second call, the add and the output.
-    check(
-        &events,
-        "downstream_of(in_module:fc:1)",
-        &["relu_1_3", "linear_1_2:2", "add_1_5", "output_1"],
-    );
-    // Both calls' outputs as seeds: the second call is included because the first reaches it.
-    check(
-        &events,
-        "downstream_of(module:fc)",
-        &["relu_1_3", "linear_1_2:2", "add_1_5", "output_1"],
-    );
-    // The second pass is reached by the input, the first pass and relu; not by sigmoid.
-    check(
-        &events,
-        "upstream_of(label:linear_1_2:2)",
-        &["input_1", "linear_1_2:1", "relu_1_3"],
-    );
-    check(
-        &events,
-        "upstream_of(in_module:fc:2)",
-        &["input_1", "linear_1_2:1", "relu_1_3"],
-    );
-    // A label without a pass names both passes: what reaches either of them.
-    check(
-        &events,
-        "upstream_of(label:linear_1_2)",
-        &["input_1", "linear_1_2:1", "relu_1_3"],
-    );
-    // sigmoid is reached by the input alone and reaches the add and the output.
-    check(&events, "upstream_of(func:sigmoid)", &["input_1"]);
-    check(
-        &events,
-        "downstream_of(func:sigmoid)",
-        &["add_1_5", "output_1"],
-    );
+fn influence_agrees_with_the_trace_walks() {
+    use torchlens_core::query::{ancestors, descendants};
+    for (_, events) in influence_graphs() {
+        let trace = finished(&events);
+        for op in 0..trace.ops.len() as u32 {
+            let label = &trace.ops[op as usize].label;
+            let down = parse_expression(&format!("downstream_of(label:\"{label}\")")).unwrap();
+            let up = parse_expression(&format!("upstream_of(label:\"{label}\")")).unwrap();
+            assert_eq!(
+                evaluate(&trace, &down, &[]).unwrap(),
+                descendants(&trace, op)
+            );
+            assert_eq!(evaluate(&trace, &up, &[]).unwrap(), ancestors(&trace, op));
+        }
+    }
 }
 
 #[test]
 fn downstream_is_decided_with_the_op_and_upstream_waits_for_a_seed_or_the_end() {
-    let events = diamond();
+    let events = graph("diamond");
     let decided_in_batches = |expression: &str| {
         let plan = CapturePlan::compile(parse_expression(expression).unwrap()).unwrap();
         let mut session = CaptureSession::new(TraceOptions::default(), Some(plan));

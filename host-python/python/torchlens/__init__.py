@@ -14,6 +14,7 @@ from .errors import BackendUnsupportedError, TorchLensError
 from .recording import Recording
 from .selectors import (
     Selector,
+    downstream_of,
     followed_by,
     func,
     in_module,
@@ -21,6 +22,7 @@ from .selectors import (
     label_contains,
     module,
     preceded_by,
+    upstream_of,
     where,
 )
 from .tlspec_io import PayloadLoadHints
@@ -46,6 +48,7 @@ __all__ = [
     "Trace",
     "backends",
     "debug",
+    "downstream_of",
     "errors",
     "followed_by",
     "func",
@@ -59,6 +62,7 @@ __all__ = [
     "record",
     "report",
     "trace",
+    "upstream_of",
     "validate",
     "versions",
     "where",

@@ -8,9 +8,10 @@ Under a narrow ``save=`` the core's selector is compiled into a live plan
 the plan rejects is never held, a value it selects is held (without a copy: the adapter's
 ``hold`` decides how), and a value it cannot decide yet is held only until the core can answer
 (a label: the events go out at once; a module boundary: the enclosing call's exit, or as soon as
-the adapter can no longer name the value, whichever comes first). The core's own answer for every
-op still arrives with the batches and is the authority: the saved set is exactly what it
-selects.
+the adapter can no longer name the value, whichever comes first; an influence term: the core
+answers from the dataflow graph with the batches, at the end of the capture at the latest).
+The core's own answer for every op still arrives with the batches and is the authority: the
+saved set is exactly what it selects.
 
 Ids: the adapter names every value (``new_value_id``); that id is also the value's payload
 slot, the key of every live decision and of the stop frontier. The core's op numbering never

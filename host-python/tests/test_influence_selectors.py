@@ -1,8 +1,9 @@
 """Selection by influence (``tl.downstream_of`` / ``tl.upstream_of``) on three real torch
 models whose reachability is worked out by hand next to each model: a diamond closed by a
 residual edge, a model that branches into two outputs, and a module called twice. Each
-expectation is checked with ``trace.select`` and as ``save=`` (the live decision must save exactly the hand-computed set); rules
-(``intervene=``) accept a downstream term and refuse an upstream one with a typed code."""
+expectation is checked with ``trace.select`` and as ``save=`` (the live decision must save
+exactly the hand-computed set); rules (``intervene=``) accept a downstream term and refuse an
+upstream one with a typed code."""
 
 from __future__ import annotations
 

@@ -93,8 +93,8 @@ def test_the_graphs_are_labelled_as_the_hand_computations_assume():
         "relu_1_2",
         "sigmoid_1_3",
         "buffer_1",
-        "mul_1_4",
-        "exp_1_5",
+        "mul_1_5",
+        "exp_1_6",
         "output_1",
         "output_2",
     ]
@@ -152,7 +152,7 @@ def test_branching_into_two_outputs():
         model,
         tl.upstream_of(tl.func("exp")),
         "upstream_of(func:exp)",
-        ["input_1", "buffer_1", "mul_1_4"],
+        ["input_1", "buffer_1", "mul_1_5"],
     )
     # Reaching the first output but not the second: relu and sigmoid.
     check(
@@ -166,7 +166,7 @@ def test_branching_into_two_outputs():
         model,
         tl.downstream_of(tl.func("relu") | tl.func("mul")),
         "downstream_of(func:relu | func:mul)",
-        ["sigmoid_1_3", "exp_1_5", "output_1", "output_2"],
+        ["sigmoid_1_3", "exp_1_6", "output_1", "output_2"],
     )
 
 

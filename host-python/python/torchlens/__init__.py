@@ -11,6 +11,7 @@ from ._core import versions
 from .api import load, record, trace, validate
 from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
+from .options import CaptureOptions, StreamingOptions
 from .recording import Recording
 from .selectors import (
     Selector,
@@ -30,6 +31,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnsupportedError",
+    "CaptureOptions",
+    "StreamingOptions",
     "add",
     "clamp",
     "mean_ablate",

@@ -50,9 +50,7 @@ def trace(
             "trace the inner model on its own (outside the traced forward), or from another thread",
         )
     spec = resolve(model, x, backend)
-    request = capture_request(
-        spec, model, x, kwargs, save, capture, intervene, stop_after, facets, streaming
-    )
+    request = capture_request(spec, model, x, kwargs, save, capture, intervene, stop_after, facets, streaming)
     _ACTIVE.tracing = True
     try:
         return get_backend(spec.name).capture(request)

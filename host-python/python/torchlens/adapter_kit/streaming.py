@@ -120,7 +120,7 @@ def finish_streamed(trace: Any, spool: PayloadSpool, source_paths: str) -> None:
     finally:
         spool.discard()
     shapes = {op.label: op.shape for op in trace.ops}
-    kept = [(slot, offset, length, dtype, shapes[label]) for _, slot, label, offset, length, dtype in placements]
+    kept = [(slot, at, length, dtype, shapes[label]) for _, slot, label, at, length, dtype in placements]
     trace._payloads = map_payloads(spool.target, trace._backend, kept)
     # The values now come from the file: a guard written for in-memory aliases has nothing to check.
     trace._payload_guard = None

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming
 
 setup:
 	./scripts/setup-rust.sh
@@ -128,8 +128,13 @@ benchmark-record: python-package
 benchmark-soak: python-package
 	$(PYTHON) benchmarks/soak.py
 
+## benchmark-streaming: peak memory and time of a streamed resnet18 trace (streaming=) against a
+## full in-memory trace, the same followed by trace.save, and a plain forward; batch 8, 32 and 64.
+benchmark-streaming: python-package
+	$(PYTHON) benchmarks/streaming_memory.py --batches 8 32 64
+
 ## bench-all: every benchmark above (minutes; not part of `test`).
-bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak
+bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

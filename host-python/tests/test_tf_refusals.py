@@ -58,7 +58,7 @@ DOOR_TRIGGERS = {
         _tf().function(m), x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())
     ),
     "streaming_unsupported": lambda m, x: tl.trace(
-        m, x, backend="tf", capture=CaptureOptions(extra={"streaming": True})
+        m, x, backend="tf", streaming=tl.StreamingOptions(path="refused.tlspec")
     ),
     "save_grads_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", capture=CaptureOptions(extra={"save_grads": True})

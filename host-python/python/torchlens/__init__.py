@@ -11,6 +11,7 @@ from ._core import versions
 from .api import load, record, trace, validate
 from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
+from .extraction import extract_dataset, load_extraction
 from .recording import Recording
 from .selectors import (
     Selector,
@@ -47,12 +48,14 @@ __all__ = [
     "backends",
     "debug",
     "errors",
+    "extract_dataset",
     "followed_by",
     "func",
     "in_module",
     "label",
     "label_contains",
     "load",
+    "load_extraction",
     "module",
     "options",
     "preceded_by",

@@ -11,7 +11,7 @@ import os
 import tempfile
 import zlib
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Tuple
 
 from ._core import core
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
@@ -31,10 +31,13 @@ class PayloadLoadHints:
 SOURCE_PATH_MODES = ("relative", "absolute", "none")
 
 
-def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
+def save(
+    trace: Trace, path: str, source_paths: str = "relative", extra: Sequence[Tuple[str, str]] = ()
+) -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
     A failed save leaves any existing file untouched. ``source_paths`` is one of
-    :data:`SOURCE_PATH_MODES`."""
+    :data:`SOURCE_PATH_MODES`; ``extra`` adds string facts to the manifest (dataset extraction
+    records each shard's place in the job there)."""
     if source_paths not in SOURCE_PATH_MODES:
         raise UnsupportedError(
             f"source_paths={source_paths!r} is not one of {', '.join(SOURCE_PATH_MODES)}",
@@ -51,7 +54,7 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "codec_metadata": json.dumps(backend.codec_metadata(trace), sort_keys=True),
         "payload_checksums": _payload_checksums(trace),
-        "extra": [("source_paths", source_paths)],
+        "extra": [("source_paths", source_paths), *extra],
     }
     prefix, placements, file_length = trace._native.encode(manifest)
     directory = os.path.dirname(os.path.abspath(path))

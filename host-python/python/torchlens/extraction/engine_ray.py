@@ -1,0 +1,92 @@
+"""The Ray engine (``pip install 'torchlens[ray]'``): Ray Data maps the batches over a pool of
+actors, each owning one model (built by the factory on its worker, or unpickled there once).
+Each actor traces its batches and writes their shards with the local engine's code, so a shard
+is the same file whichever engine or worker made it; the driver writes the index.
+
+A batch whose worker dies is retried by Ray on a restarted actor (``max_restarts`` and
+``max_task_retries`` unbounded); its shard is written under its final name only once complete
+(temporary file and rename), so a retry rewrites the same name and a row is never written twice.
+
+The driver reads the data in order and puts each remaining batch in Ray's object store (which
+spills to disk when full); a ``ray.data.Dataset`` is read there the same way, in batches of
+``batch_size`` rows, so the shard numbering is the data order on both engines."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..errors import ExtractionError
+from .job import Job, batches, finished_shard
+from .model_source import ModelSource
+from .progress import Progress
+from .shards import ShardRecord, extract_shard, read_shard
+
+
+class _ShardWriter:
+    """A Ray Data actor: one model, traced on each batch it is handed."""
+
+    def __init__(self, source: ModelSource, job: Job) -> None:
+        self.model = source.build()
+        self.job = job
+
+    def __call__(self, items: Dict[str, Any]) -> Dict[str, Any]:
+        import ray
+
+        indices = []
+        for index, digest, reference in zip(items["index"], items["digest"], items["batch"]):
+            args, kwargs = ray.get(reference)
+            job = self.job
+            extract_shard(self.model, args, kwargs, job.selector, job.backend, job.out, int(index), int(digest))
+            indices.append(int(index))
+        return {"index": indices}
+
+
+def run_ray(
+    job: Job, source: ModelSource, data: Any, progress: Progress, actors: Optional[int] = None
+) -> List[ShardRecord]:
+    """Runs the job on the Ray cluster this process is connected to (``ray.init()`` first, or a
+    local one is started); returns the shard records in row order."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as error:
+        raise ExtractionError(
+            "engine='ray' needs Ray Data, which is not installed",
+            "extraction_ray_missing",
+            "pip install 'torchlens[ray]'",
+        ) from error
+    if not ray.is_initialized():
+        ray.init()
+    records: Dict[int, ShardRecord] = {}
+    pending = []
+    for batch in batches(job, data):
+        record = finished_shard(job, batch)
+        if record is not None:
+            records[batch.index] = record
+            progress.advance(record.rows, skipped=True)
+            continue
+        pending.append({"index": batch.index, "digest": batch.digest, "batch": ray.put((batch.args, batch.kwargs))})
+    total = len(records) + len(pending)
+    if pending:
+        if actors is None:
+            actors = max(1, min(len(pending), int(ray.cluster_resources().get("CPU", 1))))
+        context = ray.data.DataContext.get_current()
+        saved_bars = context.enable_progress_bars
+        context.enable_progress_bars = False  # the job draws its own line
+        try:
+            mapped = ray.data.from_items(pending, override_num_blocks=len(pending)).map_batches(
+                _ShardWriter,
+                fn_constructor_args=(source, job),
+                batch_size=1,
+                concurrency=actors,
+                num_cpus=1,
+                max_restarts=-1,
+                max_task_retries=-1,
+            )
+            for row in mapped.iter_rows():
+                index = int(row["index"])
+                records[index] = read_shard(job.out, index)
+                progress.advance(records[index].rows)
+        finally:
+            context.enable_progress_bars = saved_bars
+    return [records[index] for index in range(total) if index in records]

@@ -3,8 +3,8 @@ actors, each owning one model (built by the factory on its worker, or unpickled 
 Each actor traces its batches and writes their shards with the local engine's code, so a shard
 is the same file whichever engine or worker made it; the driver writes the index.
 
-A batch whose worker dies is retried by Ray on a restarted actor (``max_restarts`` and
-``max_task_retries`` unbounded); its shard is written under its final name only once complete
+A batch whose worker dies is retried by Ray on a restarted actor (Ray Data's actor pools
+restart actors and retry their tasks without bound by default); its shard is written under its final name only once complete
 (temporary file and rename), so a retry rewrites the same name and a row is never written twice.
 
 The driver reads the data in order and puts each remaining batch in Ray's object store (which
@@ -25,20 +25,21 @@ from .shards import ShardRecord, extract_shard, read_shard
 class _ShardWriter:
     """A Ray Data actor: one model, traced on each batch it is handed."""
 
-    def __init__(self, source: ModelSource, job: Job) -> None:
+    def __init__(self, source: ModelSource, job: Job, inputs: Dict[int, Any]) -> None:
         self.model = source.build()
         self.job = job
+        #: Batch number -> object reference of its ``(args, kwargs)`` (the rows stay in the
+        #: object store until an actor asks for its batch).
+        self.inputs = inputs
 
     def __call__(self, items: Dict[str, Any]) -> Dict[str, Any]:
         import ray
 
-        indices = []
-        for index, digest, reference in zip(items["index"], items["digest"], items["batch"]):
-            args, kwargs = ray.get(reference)
-            job = self.job
+        job = self.job
+        for index, digest in zip(items["index"], items["digest"]):
+            args, kwargs = ray.get(self.inputs[int(index)])
             extract_shard(self.model, args, kwargs, job.selector, job.backend, job.out, int(index), int(digest))
-            indices.append(int(index))
-        return {"index": indices}
+        return {"index": items["index"]}
 
 
 def run_ray(
@@ -59,13 +60,15 @@ def run_ray(
         ray.init()
     records: Dict[int, ShardRecord] = {}
     pending = []
+    inputs = {}
     for batch in batches(job, data):
         record = finished_shard(job, batch)
         if record is not None:
             records[batch.index] = record
             progress.advance(record.rows, skipped=True)
             continue
-        pending.append({"index": batch.index, "digest": batch.digest, "batch": ray.put((batch.args, batch.kwargs))})
+        pending.append({"index": batch.index, "digest": batch.digest})
+        inputs[batch.index] = ray.put((batch.args, batch.kwargs))
     total = len(records) + len(pending)
     if pending:
         if actors is None:
@@ -76,12 +79,12 @@ def run_ray(
         try:
             mapped = ray.data.from_items(pending, override_num_blocks=len(pending)).map_batches(
                 _ShardWriter,
-                fn_constructor_args=(source, job),
+                fn_constructor_args=(source, job, inputs),
                 batch_size=1,
-                concurrency=actors,
+                # Ray Data restarts a dead actor and retries its batch (max_restarts and
+                # max_task_retries default to unbounded for actor pools).
+                compute=ray.data.ActorPoolStrategy(size=actors),
                 num_cpus=1,
-                max_restarts=-1,
-                max_task_retries=-1,
             )
             for row in mapped.iter_rows():
                 index = int(row["index"])

@@ -19,6 +19,8 @@ INDEX_NAME = "index.json"
 JOB_NAME = "job.json"
 FORMAT = "torchlens-extraction"
 FORMAT_VERSION = 1
+#: Name prefixes of the temporary files shards and JSON files are written to before their rename.
+TEMPORARY_PREFIXES = (".tlspec-", ".json-")
 
 
 def job_description(
@@ -35,7 +37,8 @@ def job_description(
 
 
 def claim_out(out: str, job: Dict[str, Any]) -> None:
-    """Creates ``out`` and its ``job.json``, or checks that the one there is this job's."""
+    """Creates ``out`` and its ``job.json``, or checks that the one there is this job's. The
+    temporary files a crashed run left (never under a final name) are removed."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, JOB_NAME)
     if os.path.exists(path):
@@ -46,6 +49,9 @@ def claim_out(out: str, job: Dict[str, Any]) -> None:
                 "extraction_out_other_job",
                 "pass a new out= folder, or delete the old one to start again",
             )
+        for name in os.listdir(out):
+            if name.endswith(".partial") and name.startswith(TEMPORARY_PREFIXES):
+                os.unlink(os.path.join(out, name))
         return
     write_json_atomically(path, {"format": FORMAT, "format_version": FORMAT_VERSION, "job": job})
 

@@ -56,7 +56,9 @@ def payloads(out: str, index: dict) -> list:
 
 def test_ray_engine_writes_what_the_local_engine_writes(cluster, local_run, tmp_path):
     out = str(tmp_path / "act")
-    ex = tl.extract_dataset(resnet, images(), save=tl.module("layer3"), out=out, batch_size=BATCH, engine="ray")
+    ex = tl.extract_dataset(
+        resnet, images(), save=tl.module("layer3"), out=out, batch_size=BATCH, engine="ray"
+    )
     with open(os.path.join(out, "index.json"), "rb") as ray_index:
         with open(os.path.join(local_run.path, "index.json"), "rb") as local_index:
             assert ray_index.read() == local_index.read()

@@ -6,7 +6,6 @@ shard half-written under its final name, and a rerun finishes it without repeati
 from __future__ import annotations
 
 import io
-import json
 import os
 import signal
 import subprocess
@@ -42,7 +41,9 @@ def images(count: int, size: int = 32) -> torch.Tensor:
 def hook_loop(model: torch.nn.Module, x: torch.Tensor, batch_size: int) -> torch.Tensor:
     """The hand-written baseline: a forward hook on the layer, one forward per batch."""
     kept = []
-    handle = getattr(model, LAYER).register_forward_hook(lambda _m, _i, out: kept.append(out.detach().clone()))
+    handle = getattr(model, LAYER).register_forward_hook(
+        lambda _m, _i, out: kept.append(out.detach().clone())
+    )
     try:
         with torch.no_grad():
             for start in range(0, len(x), batch_size):

@@ -4,8 +4,9 @@ Each actor traces its batches and writes their shards with the local engine's co
 is the same file whichever engine or worker made it; the driver writes the index.
 
 A batch whose worker dies is retried by Ray on a restarted actor (Ray Data's actor pools
-restart actors and retry their tasks without bound by default); its shard is written under its final name only once complete
-(temporary file and rename), so a retry rewrites the same name and a row is never written twice.
+restart actors and retry their tasks without bound by default); its shard is written under its
+final name only once complete (temporary file and rename), so a retry rewrites the same name
+and a row is never written twice.
 
 The driver reads the data in order and puts each remaining batch in Ray's object store (which
 spills to disk when full); a ``ray.data.Dataset`` is read there the same way, in batches of
@@ -38,7 +39,9 @@ class _ShardWriter:
         job = self.job
         for index, digest in zip(items["index"], items["digest"]):
             args, kwargs = ray.get(self.inputs[int(index)])
-            extract_shard(self.model, args, kwargs, job.selector, job.backend, job.out, int(index), int(digest))
+            extract_shard(
+                self.model, args, kwargs, job.selector, job.backend, job.out, int(index), int(digest)
+            )
         return {"index": items["index"]}
 
 

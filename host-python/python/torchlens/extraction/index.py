@@ -32,8 +32,13 @@ def job_description(
         "selector": repr(selector),
         "batch_size": batch_size,
         "backend": backend,
-        "inputs": None if inputs is None else f"{getattr(inputs, '__module__', '?')}.{getattr(inputs, '__qualname__', type(inputs).__qualname__)}",
+        "inputs": None if inputs is None else _callable_name(inputs),
     }
+
+
+def _callable_name(value: Any) -> str:
+    module = getattr(value, "__module__", None) or type(value).__module__
+    return f"{module}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
 
 def claim_out(out: str, job: Dict[str, Any]) -> None:
@@ -62,7 +67,9 @@ def build_index(job: Dict[str, Any], records: List[ShardRecord]) -> Dict[str, An
     shards = []
     row_start = 0
     for record in records:
-        layout = {label: {"dtype": c["dtype"], "row_shape": c["row_shape"]} for label, c in record.columns.items()}
+        layout = {
+            label: {"dtype": c["dtype"], "row_shape": c["row_shape"]} for label, c in record.columns.items()
+        }
         if not shards:
             columns = layout
         elif layout != columns:

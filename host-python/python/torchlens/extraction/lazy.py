@@ -77,7 +77,8 @@ class Extraction:
                 actual = zlib.crc32(memoryview(data.reshape(-1).view("uint8")))
                 if actual != expected:
                     raise ExtractionError(
-                        f"{shard['file']}: payload {label} has CRC-32 {actual:08x}, the index records {expected:08x}",
+                        f"{shard['file']}: payload {label} has CRC-32 {actual:08x}, "
+                        f"the index records {expected:08x}",
                         "extraction_payload_checksum_mismatch",
                         "the shard is damaged: delete it and rerun tl.extract_dataset with the same out=",
                     )
@@ -92,7 +93,8 @@ class Extraction:
         return bisect.bisect_right(self._starts, row) - 1
 
     def __repr__(self) -> str:
-        return f"<Extraction {self.path}: {len(self)} rows, {len(self.index['shards'])} shards, ops {self.labels}>"
+        shards = len(self.index["shards"])
+        return f"<Extraction {self.path}: {len(self)} rows, {shards} shards, ops {self.labels}>"
 
 
 class Column:
@@ -141,7 +143,8 @@ class Column:
             start, end = payload["data_offsets"]
             if end - start != expected:
                 raise ExtractionError(
-                    f"{entry['file']}: payload {self.label} has {end - start} bytes, the index implies {expected}",
+                    f"{entry['file']}: payload {self.label} has {end - start} bytes, "
+                    f"the index implies {expected}",
                     "extraction_shard_mismatch",
                     "the folder was changed after the index was written; rerun tl.extract_dataset",
                 )
@@ -150,7 +153,9 @@ class Column:
             if expected == 0:
                 self._maps[shard] = numpy.zeros(shape, dtype=self._transport)
             else:
-                self._maps[shard] = numpy.memmap(path, dtype=self._transport, mode="r", offset=offset, shape=shape)
+                self._maps[shard] = numpy.memmap(
+                    path, dtype=self._transport, mode="r", offset=offset, shape=shape
+                )
         return self._maps[shard]
 
     def __getitem__(self, key: Any) -> Any:
@@ -223,7 +228,8 @@ class Column:
         return get_backend(backend).from_numpy(self[rows], self.dtype)
 
     def __repr__(self) -> str:
-        return f"<Column {self.label}: {self.dtype} {list(self.shape)} over {len(self._extraction.index['shards'])} shards>"
+        shards = len(self._extraction.index["shards"])
+        return f"<Column {self.label}: {self.dtype} {list(self.shape)} over {shards} shards>"
 
 
 def load_extraction(path: str, verify: bool = False) -> Extraction:

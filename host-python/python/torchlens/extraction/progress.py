@@ -12,7 +12,9 @@ class Progress:
     """Counts rows; ``skipped`` rows (finished shards a rerun found) do not count toward the
     rate, so the ETA reflects the work still to do."""
 
-    def __init__(self, total: Optional[int], enabled: Optional[bool] = None, stream: Optional[IO[str]] = None) -> None:
+    def __init__(
+        self, total: Optional[int], enabled: Optional[bool] = None, stream: Optional[IO[str]] = None
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             isatty = getattr(self.stream, "isatty", None)

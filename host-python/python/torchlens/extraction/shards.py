@@ -137,7 +137,9 @@ def read_shard(out: str, index: int) -> ShardRecord:
         if not shape or shape[0] != rows:
             raise _damaged(path, f"its payload {label} has shape {shape}, not {rows} rows")
         columns[label] = {"dtype": dtypes[label], "row_shape": shape[1:], "crc32": int(checksums[label])}
-    return ShardRecord(index, name, rows, int(place["input_crc32"]), columns, str(metadata.get("backend", "")))
+    return ShardRecord(
+        index, name, rows, int(place["input_crc32"]), columns, str(metadata.get("backend", ""))
+    )
 
 
 def _damaged(path: str, why: str) -> ExtractionError:

@@ -16,6 +16,7 @@ import torchvision
 from safetensors.numpy import load_file
 
 import torchlens as tl
+from torchlens.errors import ExtractionError
 
 pytestmark = [pytest.mark.ray, pytest.mark.torch]
 
@@ -106,3 +107,36 @@ def test_a_killed_worker_costs_a_retry_not_a_row(cluster, local_run, tmp_path):
     assert sorted(name for name in os.listdir(out) if name.endswith(".tlspec")) == [s["file"] for s in shards]
     assert ex.index["shards"] == local_run.index["shards"]
     assert np.array_equal(ex[LABEL].numpy(), local_run[LABEL].numpy())
+
+
+def test_a_ray_dataset_as_data_numbers_rows_like_an_array(cluster, local_run, tmp_path):
+    dataset = ray.data.from_numpy(images().numpy())
+    ex = tl.extract_dataset(
+        resnet,
+        dataset,
+        save=tl.module("layer3"),
+        out=str(tmp_path / "act"),
+        batch_size=BATCH,
+        inputs=lambda batch: torch.tensor(batch["data"]),
+    )
+    assert ex.index["shards"] == local_run.index["shards"]
+    assert payloads(ex.path, ex.index) == payloads(local_run.path, local_run.index)
+
+
+class SumRows(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x).sum()
+
+
+def test_an_actors_refusal_reaches_the_driver_with_its_code(cluster, tmp_path):
+    with pytest.raises(ExtractionError) as error:
+        tl.extract_dataset(
+            SumRows(),
+            torch.randn(8, 4),
+            save=tl.func("sum"),
+            out=str(tmp_path / "act"),
+            batch_size=4,
+            engine="ray",
+            ray_actors=1,
+        )
+    assert error.value.code == "extraction_column_not_rows" and error.value.remedy

@@ -5,6 +5,7 @@ shard half-written under its final name, and a rerun finishes it without repeati
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import signal
@@ -194,19 +195,18 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
     # A selected op without the batch's rows (the pooled features summed over the batch).
     with pytest.raises(ExtractionError) as error:
         tl.extract_dataset(
-            lambda_model_summing_rows(), x, save=tl.func("sum"), out=str(tmp_path / "sum"), batch_size=4
+            SumRows(), x, save=tl.func("sum"), out=str(tmp_path / "sum"), batch_size=4
         )
     assert error.value.code == "extraction_column_not_rows"
     assert not [name for name in os.listdir(tmp_path / "sum") if name.startswith("shard-")]
+    # A job that failed before its first shard leaves nothing to protect: a corrected one runs.
+    fixed = tl.extract_dataset(SumRows(), x, save=tl.func("relu"), out=str(tmp_path / "sum"), batch_size=4)
+    assert np.array_equal(fixed["relu_1_2"].numpy(), torch.relu(x).numpy())
 
 
 class SumRows(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x).sum()
-
-
-def lambda_model_summing_rows() -> torch.nn.Module:
-    return SumRows()
 
 
 def test_progress_line_only_on_a_terminal():
@@ -225,3 +225,21 @@ def test_progress_line_only_on_a_terminal():
     meter.advance(50)
     meter.close()
     assert log.getvalue() == ""
+
+
+def test_factories_are_told_from_models():
+    from torchlens.extraction.model_source import model_source
+
+    assert model_source(resnet).factory is resnet
+    assert model_source(resnet).description == f"factory {__name__}.resnet"
+    assert model_source(functools.partial(images, 4)).factory is not None
+    assert model_source(images).factory is None  # takes its inputs: a model (a function)
+
+    class Builder:
+        def __call__(self) -> torch.nn.Module:
+            return SumRows()
+
+    marked = model_source(tl.extraction.ModelFactory(Builder()))
+    assert isinstance(marked.build(), SumRows)
+    module = model_source(SumRows())
+    assert module.factory is None and module.description == f"object {__name__}.SumRows"

@@ -14,6 +14,7 @@ spills to disk when full); a ``ray.data.Dataset`` is read there the same way, in
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Optional
 
 from ..errors import ExtractionError
@@ -36,13 +37,22 @@ class _ShardWriter:
     def __call__(self, items: Dict[str, Any]) -> Dict[str, Any]:
         import ray
 
+        from ..errors import TorchLensError
+
         job = self.job
+        failures = []
         for index, digest in zip(items["index"], items["digest"]):
             args, kwargs = ray.get(self.inputs[int(index)])
-            extract_shard(
-                self.model, args, kwargs, job.selector, job.backend, job.out, int(index), int(digest)
-            )
-        return {"index": items["index"]}
+            try:
+                extract_shard(
+                    self.model, args, kwargs, job.selector, job.backend, job.out, int(index), int(digest)
+                )
+                failures.append("")
+            except TorchLensError as error:
+                # Ray hands the driver a task's exception as text; send ours as data so the
+                # driver raises it with its code and remedy (and Ray does not retry it).
+                failures.append(json.dumps([type(error).__name__, error.message, error.code, error.remedy]))
+        return {"index": items["index"], "error": failures}
 
 
 def run_ray(
@@ -90,9 +100,25 @@ def run_ray(
                 num_cpus=1,
             )
             for row in mapped.iter_rows():
+                if row["error"]:
+                    raise _rebuilt_error(row["error"])
                 index = int(row["index"])
                 records[index] = read_shard(job.out, index)
                 progress.advance(records[index].rows)
         finally:
             context.enable_progress_bars = saved_bars
     return [records[index] for index in range(total) if index in records]
+
+
+def _rebuilt_error(text: str) -> Exception:
+    """An actor's TorchLensError, rebuilt on the driver from ``[class, message, code, remedy]``."""
+    from .. import errors
+
+    name, message, code, remedy = json.loads(text)
+    kind = getattr(errors, name, None)
+    if isinstance(kind, type) and issubclass(kind, errors.TorchLensError):
+        try:
+            return kind(message, code, remedy)
+        except TypeError:
+            pass
+    return errors.ExtractionError(message, code, remedy)

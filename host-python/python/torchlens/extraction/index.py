@@ -48,7 +48,12 @@ def claim_out(out: str, job: Dict[str, Any]) -> None:
     path = os.path.join(out, JOB_NAME)
     if os.path.exists(path):
         found = read_json(path, "job")
-        if found.get("job") != job:
+        has_shards = any(name.startswith("shard-") for name in os.listdir(out))
+        if found.get("job") != job and not has_shards:
+            # A job that failed before its first shard (a selector that matched nothing, say)
+            # leaves nothing to protect: the corrected job takes the folder over.
+            write_json_atomically(path, {"format": FORMAT, "format_version": FORMAT_VERSION, "job": job})
+        elif found.get("job") != job:
             raise ExtractionError(
                 f"{out} holds another extraction job ({found.get('job')}), not this one ({job})",
                 "extraction_out_other_job",

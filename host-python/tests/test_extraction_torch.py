@@ -194,9 +194,7 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
     assert error.value.code == "extraction_data_invalid"
     # A selected op without the batch's rows (the pooled features summed over the batch).
     with pytest.raises(ExtractionError) as error:
-        tl.extract_dataset(
-            SumRows(), x, save=tl.func("sum"), out=str(tmp_path / "sum"), batch_size=4
-        )
+        tl.extract_dataset(SumRows(), x, save=tl.func("sum"), out=str(tmp_path / "sum"), batch_size=4)
     assert error.value.code == "extraction_column_not_rows"
     assert not [name for name in os.listdir(tmp_path / "sum") if name.startswith("shard-")]
     # A job that failed before its first shard leaves nothing to protect: a corrected one runs.

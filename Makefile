@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming
+.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming benchmark-extraction
 
 setup:
 	./scripts/setup-rust.sh
@@ -133,8 +133,14 @@ benchmark-soak: python-package
 benchmark-streaming: python-package
 	$(PYTHON) benchmarks/streaming_memory.py --batches 8 32 64
 
+## benchmark-extraction: tl.extract_dataset (local engine) against a hand-written forward-hook
+## loop, interleaved batch by batch: resnet18, 2,048 random 224x224 images, batch 64, one layer;
+## rows/s of each and the ratio of their times (target: at most 1.2x). Minutes.
+benchmark-extraction: python-package
+	$(PYTHON) benchmarks/extraction.py
+
 ## bench-all: every benchmark above (minutes; not part of `test`).
-bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming
+bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming benchmark-extraction
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

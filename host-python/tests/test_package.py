@@ -8,7 +8,7 @@ import sys
 
 
 def test_import_torchlens_imports_no_framework():
-    frameworks = "('torch', 'jax', 'tensorflow', 'mlx', 'paddle', 'tinygrad', 'numpy')"
+    frameworks = "('torch', 'jax', 'tensorflow', 'mlx', 'paddle', 'tinygrad', 'numpy', 'ray')"
     code = f"import sys, torchlens; print(sorted(m for m in {frameworks} if m in sys.modules))"
     output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == "[]"

@@ -11,6 +11,7 @@ from ._core import versions
 from .api import load, record, trace, validate
 from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
+from .extraction import extract_dataset, load_extraction
 from .options import CaptureOptions, StreamingOptions
 from .recording import Recording
 from .selectors import (
@@ -50,12 +51,14 @@ __all__ = [
     "backends",
     "debug",
     "errors",
+    "extract_dataset",
     "followed_by",
     "func",
     "in_module",
     "label",
     "label_contains",
     "load",
+    "load_extraction",
     "module",
     "options",
     "preceded_by",

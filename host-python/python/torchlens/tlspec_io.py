@@ -11,7 +11,7 @@ import os
 import tempfile
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from ._core import core
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
@@ -31,10 +31,13 @@ class PayloadLoadHints:
 SOURCE_PATH_MODES = ("relative", "absolute", "none")
 
 
-def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
+def save(
+    trace: Trace, path: str, source_paths: str = "relative", extra: Sequence[Tuple[str, str]] = ()
+) -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
     A failed save leaves any existing file untouched. ``source_paths`` is one of
-    :data:`SOURCE_PATH_MODES`."""
+    :data:`SOURCE_PATH_MODES`; ``extra`` adds string facts to the manifest (dataset extraction
+    records each shard's place in the job there)."""
     backend = trace._backend
 
     def checksum(slot: int) -> int:
@@ -43,7 +46,7 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
     def copy_into(out: Any, slot: int) -> int:
         return out.write(backend.payload_bytes(trace._payload(slot)))
 
-    write_tlspec(trace, path, source_paths, checksum, copy_into)
+    write_tlspec(trace, path, source_paths, checksum, copy_into, extra)
 
 
 def write_tlspec(
@@ -52,6 +55,7 @@ def write_tlspec(
     source_paths: str,
     checksum: Callable[[int], int],
     copy_into: Callable[[Any, int], int],
+    extra: Sequence[Tuple[str, str]] = (),
 ) -> Tuple[dict, list]:
     """Writes ``trace``'s file with payloads from any source: ``checksum(slot)`` gives a kept
     payload's CRC-32 and ``copy_into(out, slot)`` appends its bytes to ``out`` (from memory for
@@ -74,7 +78,7 @@ def write_tlspec(
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "codec_metadata": json.dumps(backend.codec_metadata(trace), sort_keys=True),
         "payload_checksums": _payload_checksums(trace, checksum),
-        "extra": [("source_paths", source_paths)],
+        "extra": [("source_paths", source_paths), *extra],
     }
     prefix, placements, file_length = trace._native.encode(manifest)
     directory = os.path.dirname(os.path.abspath(path))

@@ -87,6 +87,30 @@ def test_a_value_that_left_tensorflow_is_an_unresolved_producer(tf):
     assert status.replayed == 1 and status.pure_unverified == 2
 
 
+def test_a_graph_op_reading_a_tensor_no_walked_op_produced_is_an_unresolved_producer(tf):
+    @tf.function
+    def entry(x):
+        return tf.nn.relu(x * 2.0)
+
+    concrete = entry.get_concrete_function(tf.TensorSpec((2,), tf.float32))
+    # The graph edited after it was traced: its output now reads a placeholder that is neither an
+    # input nor a capture (the function that runs is the one traced before the edit).
+    graph = concrete.graph
+    with graph.as_default():
+        stray = tf.compat.v1.placeholder(tf.float32, (2,), name="stray")
+        edited = graph.outputs[0] + stray
+    graph.structured_outputs = edited
+    graph.outputs = [edited]
+    trace = tl.trace(concrete, tf.constant([1.0, -2.0]), backend="tf")
+    assert trace.provenance.tf_capture == "funcgraph"
+    status = trace.validation_replay_status
+    assert status.state == "unverified" and status.reason == "unresolved_producer"
+    edited_op = [op for op in trace.ops if op.attributes.get("tf_op_type") == "AddV2"]
+    assert len(edited_op) == 1 and status.unresolved_producers == [edited_op[0].label]
+    # Everything upstream of the edit still replays.
+    assert status.replayed == 3
+
+
 def test_a_closure_constant_made_before_the_call_is_not_unresolved(models):
     model, x = models.closure()
     status = tl.trace(model, x, backend="tf").validation_replay_status

@@ -3,8 +3,10 @@ such as a SavedModel signature, a Keras model whose ``call`` is a ``tf.function`
 concrete function is traced for the given inputs; its graph is walked in order and pruned to the
 ops the outputs depend on. Concrete values come from running each pure op eagerly through
 ``tf.raw_ops`` on its inputs' values (placeholders are the call's inputs and the function's
-captures); a stateful op (or one whose inputs have no value) is an opaque region, recorded
-without a value and replayed as unverified. There is no module attribution (``function_root``),
+captures); nested calls and the branch an ``If`` takes (its predicate's value) are walked in
+place; a ``While`` or ``Case`` is one control-flow region (its body is not walked for values) and
+a stateful op (or one whose inputs have no value) an opaque region, recorded without a value and
+replayed as unverified. There is no module attribution (``function_root``),
 and ``recurrence_detection`` is False (graph node names are one-shot sites)."""
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ _SKIPPED = {"NoOp", "Placeholder"}
 
 
 #: Control-flow op types: one region each (their branches and loop bodies are functions of
-#: their own), unverified with ``control_flow_region``.
+#: their own), unverified with ``control_flow_region``; an ``If`` whose predicate has a value is
+#: walked along its taken branch instead (``_taken_branch``).
 _CONTROL_FLOW = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
 
 

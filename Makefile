@@ -113,9 +113,11 @@ benchmark-mlx: python-package
 	$(PYTHON) benchmarks/mlx_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
 
 ## benchmark-tf: TensorFlow capture cost per op against a plain call (and the reference, if
-## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and TensorFlow).
+## REFERENCE_PYTHON names a Python with torchlens 2.36.1 and TensorFlow), then the cost of the
+## pre-run scan (one graph-mode trace of the call) against a plain call and a whole trace.
 benchmark-tf: python-package
 	$(PYTHON) benchmarks/tf_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+	$(PYTHON) benchmarks/tf_prescan.py
 
 ## benchmark-record: tl.record repeat calls on resnet18 (batch 1, one selected layer) against a
 ## plain forward and tl.trace with the same save= (and the reference's record and trace, if

@@ -169,6 +169,8 @@ class _Writer:
                     x = tf.constant(x.numpy())  # needs a value: a graph trace fails here
                 if kind == "write":
                     variable.assign_add(x)
+                elif kind == "raw":
+                    tf.raw_ops.AssignAddVariableOp(resource=variable.handle, value=x)
                 elif kind == "scatter":
                     variable.scatter_nd_update([[0]], [5.0])
                 elif kind == "generator":
@@ -186,6 +188,7 @@ class _Writer:
     "kind, code, op_type",
     [
         ("write", "tf_variable_write", "AssignAddVariableOp"),
+        ("raw", "tf_variable_write", "AssignAddVariableOp"),
         ("scatter", "tf_variable_write", "ResourceScatterNdUpdate"),
         ("generator", "rng_state_in_graph", "RngReadAndSkip"),
         ("global", "rng_state_in_graph", "RandomStandardNormal"),

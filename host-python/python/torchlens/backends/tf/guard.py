@@ -12,8 +12,9 @@ the forward (an ``AtomicFunction``) has its definition and callees scanned befor
 global seed is set); that generator's state is put back as the refusal is raised, so the next
 draw is the one the user would have had.
 
-Not covered (the op callback still refuses them, after the op ran): ``tf.raw_ops.<Op>`` called
-directly, and ops run through ``execute`` by code that holds no generated function."""
+``tf.raw_ops.<Op>`` (its own copy of the generated function) is replaced the same way. Not
+covered (the op callback still refuses them, after the op ran): ops run through ``execute`` by
+code that holds no generated function."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def sites() -> List[Tuple[Any, str, str]]:
     if _SITES["loaded"] == len(sys.modules):
         return _SITES["sites"]
     names = refused_op_types()
+    refused = set(names.values())
     generated: Dict[int, str] = {}
     modules = [module for name, module in list(sys.modules.items()) if name.startswith("tensorflow.")]
     for module in modules:
@@ -67,8 +69,11 @@ def sites() -> List[Tuple[Any, str, str]]:
             attributes = vars(module)
         except TypeError:
             continue
+        raw_ops = module.__name__.endswith(".raw_ops")
         for name, value in list(attributes.items()):
             op_type = generated.get(id(value))
+            if op_type is None and raw_ops and callable(value) and name in refused:
+                op_type = name  # ``tf.raw_ops.<Op>`` is named by its op type
             if op_type is not None:
                 found.append((module, name, op_type))
     _SITES["loaded"] = len(sys.modules)

@@ -119,7 +119,7 @@ class Trace:
 
     def __init__(self, instance: Instance, handle: Any) -> None:
         self._instance = instance
-        self._handle = handle
+        self._handle = instance.track(handle)
 
     def _call(self, method: str, *params: Any) -> Any:
         return self._instance.call(f"[method]trace.{method}", self._handle, *params)
@@ -194,7 +194,7 @@ class Session:
 
     def __init__(self, instance: Instance, handle: Any) -> None:
         self._instance = instance
-        self._handle = handle
+        self._handle = instance.track(handle)
         self._pending: List[bytes] = []
         self._held: List[Tuple[int, bool]] = []
 

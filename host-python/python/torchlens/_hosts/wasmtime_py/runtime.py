@@ -9,12 +9,14 @@ at 4 GiB like the native host's trusted limits.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
 import threading
+import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import wasmtime
 from wasmtime import _ffi as ffi
@@ -163,6 +165,13 @@ class Instance:
         self._interface = self.instance.get_export_index(self.store, CORE_INTERFACE)
         self._exports: Dict[str, _Export] = {}
         self.lock = threading.Lock()
+        # Resources whose Python owners were collected; freed before the next call. A finalizer
+        # may run in the middle of a call (garbage collection while values are lowered), where
+        # taking the lock or entering the component again would deadlock or re-enter.
+        self._garbage: List[wc.ResourceAny] = []
+        # Every live resource handle, so interpreter exit can free them while the wasmtime
+        # package's C bindings still exist (its finalizers fail noisily after module teardown).
+        self.handles: "weakref.WeakSet[wc.ResourceAny]" = weakref.WeakSet()
 
     def _export(self, name: str) -> _Export:
         export = self._exports.get(name)
@@ -186,6 +195,8 @@ class Instance:
                 "core_instance_dead",
                 "reinstall torchlens if this persists",
             )
+        if self._garbage:
+            self._collect()
         export = self._export(name)
         count = len(params)
         raw_params = (ffi.wasmtime_component_val_t * max(count, 1))()
@@ -229,14 +240,38 @@ class Instance:
         raise core_error(family, info)
 
     def drop(self, resource: wc.ResourceAny) -> None:
-        """Frees a resource inside the instance (nothing to do once it is dead)."""
-        if self.dead:
-            return
+        """Frees a resource inside the instance at the next call (nothing to do once it is
+        dead). Safe from finalizers: it only queues."""
+        if not self.dead:
+            self._garbage.append(resource)
+
+    def track(self, resource: wc.ResourceAny) -> wc.ResourceAny:
+        """Registers a resource handle this instance gave out; returns it."""
+        self.handles.add(resource)
+        return resource
+
+    def close(self) -> None:
+        """Frees the C objects of this instance (at interpreter exit); it is dead afterwards."""
+        self.dead = True
+        for handle in list(self.handles):
+            handle.close()
+        if self._interface is not None:
+            self._interface.close()
+        self.store.close()
+
+    def _collect(self) -> None:
         with self.lock:
-            try:
-                resource.drop(self.store)
-            except wasmtime.WasmtimeError:
-                self.dead = True
+            garbage, self._garbage = self._garbage, []
+            for resource in garbage:
+                try:
+                    resource.drop(self.store)
+                except ValueError:
+                    # The garbage collector finalized the handle's wrapper in the same cycle as
+                    # its owner: the handle is gone, the guest keeps the (unreachable) entry.
+                    continue
+                except wasmtime.WasmtimeError:
+                    self.dead = True
+                    return
 
 
 class Threads:
@@ -247,6 +282,18 @@ class Threads:
         self._runtime: Optional[Runtime] = None
         self._runtime_lock = threading.Lock()
         self._local = threading.local()
+        self._instances: "weakref.WeakSet[Instance]" = weakref.WeakSet()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Frees every instance and the compiled component while the C bindings still exist."""
+        for instance in list(self._instances):
+            instance.close()
+        if self._runtime is not None:
+            self._runtime.linker.close()
+            self._runtime.component.close()
+            self._runtime.engine.close()
+            self._runtime = None
 
     def runtime(self) -> Runtime:
         with self._runtime_lock:
@@ -266,4 +313,5 @@ class Threads:
         instance = getattr(self._local, "instance", None)
         if instance is None or instance.dead:
             instance = self._local.instance = runtime.instantiate()
+            self._instances.add(instance)
         return instance, runtime

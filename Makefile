@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak
+.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak
 
 setup:
 	./scripts/setup-rust.sh
@@ -24,6 +24,12 @@ web: setup-web
 python-package: setup setup-python
 	$(PYTHON) -m pip install --quiet .
 
+## wheel: both wheels into dist/ from one component build (scripts/build-wheels.sh): the abi3
+## platform wheel with the pyo3 extension (auditwheel show must call it manylinux), and the
+## py3-none-any wheel carrying the component (.wasm) and depending on the wasmtime package.
+wheel: setup setup-python
+	./scripts/build-wheels.sh
+
 ## demo: trace a small built-in torch model, print its summary, save and reload a .tlspec,
 ## write SVG drawings (out/demo/).
 demo: python-package
@@ -41,8 +47,11 @@ test: test-rust test-python test-web lint fuzz-smoke
 test-rust: component setup-python
 	cargo test --workspace --exclude torchlens-python
 
+## The suite runs twice: under the native host (the pyo3 extension), then under the wasmtime-py
+## host (the same component under the wasmtime package, the py3-none-any wheel's host).
 test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q -rs
+	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
 ## tinygrad 0.13.0, the Paddle tests on paddlepaddle 3.3.1, MLX on 0.26.5 and TensorFlow on
@@ -73,8 +82,8 @@ lint: setup-python
 	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
 	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
 	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
-	$(PYTHON) -m ruff check host-python benchmarks host-web/browser-tests conformance scripts/checks tests
-	$(PYTHON) -m ruff format --check host-python benchmarks host-web/browser-tests conformance scripts/checks tests
+	$(PYTHON) -m ruff check host-python benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
+	$(PYTHON) -m ruff format --check host-python benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
 	# The docs tables and backend pages against the registry and the shipped scorecards (the
 	# conformance suite's --check runs in test-python, host-python/tests/test_backend_feature_table.py).
 	$(PYTHON) scripts/checks/backend_docs_lockstep.py

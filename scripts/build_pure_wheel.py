@@ -78,10 +78,15 @@ def build(component: Path, out: Path) -> Path:
     entries = _package_files()
     entries.append((f"torchlens/{COMPONENT_NAME}", wasm))
     entries.append((f"{dist_info}/METADATA", _metadata(project).encode()))
-    wheel = "Wheel-Version: 1.0\nGenerator: torchlens scripts/build_pure_wheel.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    wheel = (
+        "Wheel-Version: 1.0\nGenerator: torchlens scripts/build_pure_wheel.py\n"
+        "Root-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     entries.append((f"{dist_info}/WHEEL", wheel.encode()))
     record_name = f"{dist_info}/RECORD"
-    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in entries) + f"{record_name},,\n"
+    record = (
+        "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in entries) + f"{record_name},,\n"
+    )
     entries.append((record_name, record.encode()))
 
     out.mkdir(parents=True, exist_ok=True)
@@ -98,7 +103,9 @@ def build(component: Path, out: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--component", type=Path, required=True, help="the core component (.wasm)")
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
     arguments = parser.parse_args()

@@ -169,7 +169,9 @@ def test_the_readme_example_writes_the_same_tlspec_under_both_hosts():
 
 
 def test_an_unknown_host_name_is_a_typed_error():
-    code = "import torchlens as tl\ntry:\n    tl.versions()\nexcept tl.TorchLensError as e:\n    print(e.code)"
+    code = (
+        "import torchlens as tl\ntry:\n    tl.versions()\nexcept tl.TorchLensError as e:\n    print(e.code)"
+    )
     environment = dict(os.environ, TORCHLENS_HOST="wasmer")
     output = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
     assert output.stdout.strip() == "core_host_unknown", output.stderr

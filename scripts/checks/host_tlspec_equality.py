@@ -78,7 +78,9 @@ def compare(native_python: str, pure_python: Optional[str]) -> int:
         workdir = Path(directory)
         native_file, pure_file = workdir / "native.tlspec", workdir / "pure.tlspec"
         native = run_example(native_python, native_file, workdir, "native")
-        pure = run_example(pure_python or native_python, pure_file, workdir, None if pure_python else "wasmtime-py")
+        pure = run_example(
+            pure_python or native_python, pure_file, workdir, None if pure_python else "wasmtime-py"
+        )
         print(f"native host:      {native}")
         print(f"wasmtime-py host: {pure}")
         if pure["host"] != "wasmtime-py" or native["host"] != "native":
@@ -103,8 +105,12 @@ def compare(native_python: str, pure_python: Optional[str]) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--native-python", default=sys.executable, help="an interpreter with the native extension")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--native-python", default=sys.executable, help="an interpreter with the native extension"
+    )
     parser.add_argument("--pure-python", help="an interpreter with only the py3-none-any wheel installed")
     arguments = parser.parse_args()
     return compare(arguments.native_python, arguments.pure_python)

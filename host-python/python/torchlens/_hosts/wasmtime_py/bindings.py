@@ -206,10 +206,14 @@ class Session:
     def module(self, id: int, addresses: List[str], class_name: str, container: bool, training: bool) -> None:
         self._pending.append(events.module(id, addresses, class_name, container, training))
 
-    def param(self, tensor: int, address: str, module: int, shape: Sequence[int], dtype: str, trainable: bool) -> None:
+    def param(
+        self, tensor: int, address: str, module: int, shape: Sequence[int], dtype: str, trainable: bool
+    ) -> None:
         self._pending.append(events.param(tensor, address, module, shape, dtype, trainable))
 
-    def input(self, name: str, tensor: int, shape: Sequence[int], dtype: str, payload: Optional[int] = None) -> None:
+    def input(
+        self, name: str, tensor: int, shape: Sequence[int], dtype: str, payload: Optional[int] = None
+    ) -> None:
         self._pending.append(events.input(name, tensor, shape, dtype, payload))
 
     def buffer(
@@ -342,7 +346,9 @@ class Core:
         info, trace = self._instance.checked("decode-tlspec", bytes(header), bytes(body), file_length)
         return _header_info(info), Trace(self._instance, trace)
 
-    def fold_validation(self, decisions: Sequence[Tuple[int, str, str]], runtime_capture_available: bool) -> dict:
+    def fold_validation(
+        self, decisions: Sequence[Tuple[int, str, str]], runtime_capture_available: bool
+    ) -> dict:
         outcomes = {"passed", "failed", "not_replayable", "leaf"}
         converted = []
         for op, outcome, reason in decisions:
@@ -361,16 +367,24 @@ class Core:
         return Trace(self._instance, self._instance.checked("[static]trace.from-body", bytes(body)))
 
     def refusal_codes(self) -> List[Tuple[str, str, str]]:
-        return [(entry["code"], entry["owner"], entry["meaning"]) for entry in self._instance.call("refusal-codes")]
+        return [
+            (entry["code"], entry["owner"], entry["meaning"])
+            for entry in self._instance.call("refusal-codes")
+        ]
 
     def validation_reasons(self) -> List[Tuple[str, str]]:
         return [(entry["code"], entry["meaning"]) for entry in self._instance.call("validation-reasons")]
 
     def capabilities(self) -> List[Tuple[str, str, str]]:
-        return [(entry["name"], entry["refusal"], entry["meaning"]) for entry in self._instance.call("capabilities")]
+        return [
+            (entry["name"], entry["refusal"], entry["meaning"])
+            for entry in self._instance.call("capabilities")
+        ]
 
     @staticmethod
-    def _declaration(name: str, capabilities: Sequence[Tuple[str, bool]], implementations: Sequence[str]) -> dict:
+    def _declaration(
+        name: str, capabilities: Sequence[Tuple[str, bool]], implementations: Sequence[str]
+    ) -> dict:
         return {
             "name": name,
             "capabilities": [tuple(item) for item in capabilities],
@@ -383,7 +397,11 @@ class Core:
         self._instance.checked("register-backend", self._declaration(name, capabilities, implementations))
 
     def gate(
-        self, name: str, capabilities: Sequence[Tuple[str, bool]], implementations: Sequence[str], capability: str
+        self,
+        name: str,
+        capabilities: Sequence[Tuple[str, bool]],
+        implementations: Sequence[str],
+        capability: str,
     ) -> Optional[str]:
         declaration = self._declaration(name, capabilities, implementations)
         case, code = self._instance.checked("gate", declaration, capability)

@@ -108,7 +108,9 @@ def module(id: int, addresses: List[str], class_name: str, container: bool, trai
     )
 
 
-def param(tensor: int, address: str, module_id: int, shape: Sequence[int], dtype_name: str, trainable: bool) -> bytes:
+def param(
+    tensor: int, address: str, module_id: int, shape: Sequence[int], dtype_name: str, trainable: bool
+) -> bytes:
     return (
         _PARAM
         + varint(tensor)

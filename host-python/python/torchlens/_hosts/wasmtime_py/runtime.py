@@ -126,10 +126,12 @@ class Runtime:
                 name = f"wasi:random/insecure@{version}"
                 if name in imported:
                     with root.add_instance(name) as insecure:
-                        insecure.add_func("get-insecure-random-bytes", lambda store, length: _fixed_bytes(length))
+                        insecure.add_func(
+                            "get-insecure-random-bytes", lambda store, length: _fixed_bytes(length)
+                        )
                         insecure.add_func("get-insecure-random-u64", lambda store: _SEED[0])
 
-    def instantiate(self) -> "Instance":
+    def instantiate(self) -> Instance:
         return Instance(self)
 
 
@@ -171,7 +173,7 @@ class Instance:
         self._garbage: List[wc.ResourceAny] = []
         # Every live resource handle, so interpreter exit can free them while the wasmtime
         # package's C bindings still exist (its finalizers fail noisily after module teardown).
-        self.handles: "weakref.WeakSet[wc.ResourceAny]" = weakref.WeakSet()
+        self.handles: weakref.WeakSet[wc.ResourceAny] = weakref.WeakSet()
 
     def _export(self, name: str) -> _Export:
         export = self._exports.get(name)
@@ -282,7 +284,7 @@ class Threads:
         self._runtime: Optional[Runtime] = None
         self._runtime_lock = threading.Lock()
         self._local = threading.local()
-        self._instances: "weakref.WeakSet[Instance]" = weakref.WeakSet()
+        self._instances: weakref.WeakSet[Instance] = weakref.WeakSet()
         atexit.register(self.close)
 
     def close(self) -> None:

@@ -59,10 +59,15 @@ def without_creation_time(data: bytes) -> bytes:
     return header + check + data[header_end + 4 :]
 
 
-def run_example(python: str, out: Path, workdir: Path, host: Optional[str]) -> Dict[str, str]:
-    """Runs the example under ``python``; returns the ``tl.versions()`` it printed."""
+def run_example(
+    python: str, out: Path, workdir: Path, host: Optional[str], isolated: bool = False
+) -> Dict[str, str]:
+    """Runs the example under ``python``; returns the ``tl.versions()`` it printed. ``isolated``
+    drops ``PYTHONPATH``, so a fresh venv sees only what is installed in it."""
     environment = dict(os.environ)
     environment.pop("TORCHLENS_HOST", None)
+    if isolated:
+        environment.pop("PYTHONPATH", None)
     if host is not None:
         environment["TORCHLENS_HOST"] = host
     completed = subprocess.run(
@@ -78,9 +83,10 @@ def compare(native_python: str, pure_python: Optional[str]) -> int:
         workdir = Path(directory)
         native_file, pure_file = workdir / "native.tlspec", workdir / "pure.tlspec"
         native = run_example(native_python, native_file, workdir, "native")
-        pure = run_example(
-            pure_python or native_python, pure_file, workdir, None if pure_python else "wasmtime-py"
-        )
+        if pure_python:
+            pure = run_example(pure_python, pure_file, workdir, None, isolated=True)
+        else:
+            pure = run_example(native_python, pure_file, workdir, "wasmtime-py")
         print(f"native host:      {native}")
         print(f"wasmtime-py host: {pure}")
         if pure["host"] != "wasmtime-py" or native["host"] != "native":

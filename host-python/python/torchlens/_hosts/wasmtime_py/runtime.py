@@ -229,7 +229,7 @@ class Instance:
         if export.lift is None:
             return None
         try:
-            return export.lift(result)
+            return export.lift(ctypes.addressof(result))
         finally:
             ffi.wasmtime_component_val_delete(ctypes.byref(result))
 

@@ -19,6 +19,7 @@ pinned ``wasmtime`` major version (see pyproject's ``wasmtime`` pin).
 from __future__ import annotations
 
 import ctypes
+import struct
 from typing import Any, Callable, Tuple
 
 from wasmtime import _ffi as ffi
@@ -26,28 +27,48 @@ from wasmtime import component as wc
 
 #: Lowers a Python value into the C value at a pointer.
 Lower = Callable[[Any, Any, Any], None]
-#: Lifts a C value (a ``wasmtime_component_val_t``) into a Python value.
+#: Lifts the C value (a ``wasmtime_component_val_t``) at an address into a Python value.
 Lift = Callable[[Any], Any]
 
 _VAL_SIZE = ctypes.sizeof(ffi.wasmtime_component_val_t)
 _PAYLOAD_OFFSET = ffi.wasmtime_component_val_t.of.offset
 _BYTES_CHUNK = 1 << 16
+# Lifting reads the C values straight from memory (one `string_at` and `unpack_from` per value
+# instead of a chain of ctypes attribute objects): a value is its kind byte then a payload at
+# _PAYLOAD_OFFSET; vectors and lists are (size, data pointer); records are arrays of (name,
+# value) entries; variants (name, value pointer); results (is_ok, value pointer).
+_ENTRY_SIZE = ctypes.sizeof(ffi.wasmtime_component_valrecord_entry_t)
+_ENTRY_VALUE = ffi.wasmtime_component_valrecord_entry_t.val.offset
+_VARIANT_VALUE = _PAYLOAD_OFFSET + ffi.wasmtime_component_valvariant_t.val.offset
+_RESULT_VALUE = _PAYLOAD_OFFSET + ffi.wasmtime_component_valresult_t.val.offset
+_VECTOR = struct.Struct("<QQ")  # wasm_byte_vec_t and the value lists: (size, data pointer)
+_POINTER = struct.Struct("<Q")
+_READ = ctypes.string_at
 
 
 def _python_name(name: str) -> str:
     return name.replace("-", "_")
 
 
+_SCALAR_CODES = {"boolean": "?", "u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h"}
+_SCALAR_CODES.update({"s32": "i", "s64": "q", "f32": "f", "f64": "d"})
+
+
 def _scalar(kind: Any, field: str) -> Tuple[Lower, Lift]:
     kind_value = kind.value
+    layout = struct.Struct("<" + _SCALAR_CODES[field])
+    size = _PAYLOAD_OFFSET + layout.size
+    unpack = layout.unpack_from
 
     def lower(store: Any, value: Any, pointer: Any) -> None:
         contents = pointer.contents
         contents.kind = kind_value
         setattr(contents.of, field, value)
 
-    def lift(raw: Any) -> Any:
-        return getattr(raw.of, field)
+    def lift(address: int) -> Any:
+        return unpack(_READ(address, size), _PAYLOAD_OFFSET)[0]
+
+    lift.layout = layout  # type: ignore[attr-defined]  # read in place by records (_record)
 
     return lower, lift
 
@@ -71,12 +92,15 @@ def _lower_bytes(store: Any, value: Any, pointer: Any) -> None:
     contents.of.list = raw
 
 
-def _lift_bytes(raw: Any) -> bytes:
-    listed = raw.of.list
-    count = listed.size
+def _vector(address: int) -> Tuple[int, int]:
+    """The (size, data pointer) of a string, enum name or value list at ``address``."""
+    return _VECTOR.unpack_from(_READ(address + _PAYLOAD_OFFSET, _VECTOR.size))
+
+
+def _lift_bytes(address: int) -> bytes:
+    count, base = _vector(address)
     if not count:
         return b""
-    base = ctypes.cast(listed.data, ctypes.c_void_p).value
     parts = []
     for start in range(0, count, _BYTES_CHUNK):
         size = min(_BYTES_CHUNK, count - start) * _VAL_SIZE
@@ -84,9 +108,27 @@ def _lift_bytes(raw: Any) -> bytes:
     return b"".join(parts)
 
 
+def _scalar_list_lift(code: str) -> Lift:
+    """Lifts a list of fixed-size integers by reading the C array's payload slots as one
+    strided view (op records carry ancestor and descendant lists as long as the trace)."""
+    width = ctypes.sizeof({"I": ctypes.c_uint32, "Q": ctypes.c_uint64, "i": ctypes.c_int32}[code])
+    stride = _VAL_SIZE // width
+    first = _PAYLOAD_OFFSET // width
+
+    def lift(address: int) -> list:
+        count, base = _vector(address)
+        if not count:
+            return []
+        view = memoryview(ctypes.string_at(base, count * _VAL_SIZE)).cast(code)
+        return view[first::stride].tolist()
+
+    return lift
+
+
 def _list(element_type: Any) -> Tuple[Lower, Lift]:
     if isinstance(element_type, wc.U8):
         return _lower_bytes, _lift_bytes
+    scalar_code = {wc.U32: "I", wc.U64: "Q", wc.S32: "i"}.get(type(element_type))
     lower_element, lift_element = converters(element_type)
     list_kind = ffi.WASMTIME_COMPONENT_LIST.value
 
@@ -101,12 +143,11 @@ def _list(element_type: Any) -> Tuple[Lower, Lift]:
         contents.kind = list_kind
         contents.of.list = raw
 
-    def lift(raw: Any) -> list:
-        listed = raw.of.list
-        data = listed.data
-        return [lift_element(data[index]) for index in range(listed.size)]
+    def lift(address: int) -> list:
+        count, base = _vector(address)
+        return [lift_element(base + index * _VAL_SIZE) for index in range(count)]
 
-    return lower, lift
+    return lower, (_scalar_list_lift(scalar_code) if scalar_code else lift)
 
 
 def _record(fields: list) -> Tuple[Lower, Lift]:
@@ -118,6 +159,19 @@ def _record(fields: list) -> Tuple[Lower, Lift]:
     encoded_names = [name.encode() for name in names]
     record_kind = ffi.WASMTIME_COMPONENT_RECORD.value
     plan = list(zip(keys, lifts))
+    # Scalars and strings are read from one copy of the record's entries; other fields lift
+    # from their own address.
+    readers = []
+    for index, (key, field_lift) in enumerate(plan):
+        offset = index * _ENTRY_SIZE + _ENTRY_VALUE + _PAYLOAD_OFFSET
+        if field_lift is _lift_string:
+            readers.append((key, None, offset, None))
+        elif hasattr(field_lift, "layout"):
+            readers.append((key, field_lift.layout.unpack_from, offset, None))
+        else:
+            readers.append((key, None, offset - _PAYLOAD_OFFSET, field_lift))
+    block_size = len(plan) * _ENTRY_SIZE
+    unpack_vector = _VECTOR.unpack_from
 
     def lower(store: Any, value: Any, pointer: Any) -> None:
         raw = ffi.wasmtime_component_valrecord_t()
@@ -131,9 +185,19 @@ def _record(fields: list) -> Tuple[Lower, Lift]:
         contents.kind = record_kind
         contents.of.record = raw
 
-    def lift(raw: Any) -> dict:
-        data = raw.of.record.data
-        return {key: field_lift(data[index].val) for index, (key, field_lift) in enumerate(plan)}
+    def lift(address: int) -> dict:
+        base = _vector(address)[1]
+        block = _READ(base, block_size)
+        out = {}
+        for key, unpack, offset, field_lift in readers:
+            if field_lift is not None:
+                out[key] = field_lift(base + offset)
+            elif unpack is not None:
+                out[key] = unpack(block, offset)[0]
+            else:
+                size, data = unpack_vector(block, offset)
+                out[key] = _READ(data, size).decode("utf-8") if size else ""
+        return out
 
     return lower, lift
 
@@ -152,9 +216,9 @@ def _tuple(elements: list) -> Tuple[Lower, Lift]:
         contents.kind = tuple_kind
         contents.of.tuple = raw
 
-    def lift(raw: Any) -> tuple:
-        data = raw.of.tuple.data
-        return tuple(pair[1](data[index]) for index, pair in enumerate(pairs))
+    def lift(address: int) -> tuple:
+        base = _vector(address)[1]
+        return tuple(pair[1](base + index * _VAL_SIZE) for index, pair in enumerate(pairs))
 
     return lower, lift
 
@@ -177,11 +241,12 @@ def _variant(cases: list) -> Tuple[Lower, Lift]:
         contents.of.variant.discriminant = ffi.str_to_capi(case)
         contents.of.variant.val = _boxed(store, pair[0], payload) if pair is not None else None
 
-    def lift(raw: Any) -> tuple:
-        variant = raw.of.variant
-        case = ffi.to_str(variant.discriminant)
+    def lift(address: int) -> tuple:
+        case = _lift_string(address)
         pair = table[case]
-        return case, (pair[1](variant.val.contents) if pair is not None else None)
+        if pair is None:
+            return case, None
+        return case, pair[1](_POINTER.unpack_from(_READ(address + _VARIANT_VALUE, 8))[0])
 
     return lower, lift
 
@@ -197,8 +262,8 @@ def _enum(names: list) -> Tuple[Lower, Lift]:
         contents.kind = enum_kind
         contents.of.enumeration = ffi.str_to_capi(value)
 
-    def lift(raw: Any) -> str:
-        return ffi.to_str(raw.of.enumeration)
+    def lift(address: int) -> str:
+        return _lift_string(address)
 
     return lower, lift
 
@@ -212,9 +277,9 @@ def _option(payload_type: Any) -> Tuple[Lower, Lift]:
         contents.kind = option_kind
         contents.of.option = _boxed(store, payload_lower, value) if value is not None else None
 
-    def lift(raw: Any) -> Any:
-        option = raw.of.option
-        return payload_lift(option.contents) if option else None
+    def lift(address: int) -> Any:
+        pointer = _POINTER.unpack_from(_READ(address + _PAYLOAD_OFFSET, 8))[0]
+        return payload_lift(pointer) if pointer else None
 
     return lower, lift
 
@@ -232,10 +297,12 @@ def _result(ok_type: Any, err_type: Any) -> Tuple[Lower, Lift]:
         contents.of.result.is_ok = is_ok
         contents.of.result.val = _boxed(store, pair[0], payload) if pair is not None else None
 
-    def lift(raw: Any) -> tuple:
-        result = raw.of.result
-        pair = ok if result.is_ok else err
-        return bool(result.is_ok), (pair[1](result.val.contents) if pair is not None else None)
+    def lift(address: int) -> tuple:
+        is_ok = _READ(address + _PAYLOAD_OFFSET, 1) != b"\x00"
+        pair = ok if is_ok else err
+        if pair is None:
+            return is_ok, None
+        return is_ok, pair[1](_POINTER.unpack_from(_READ(address + _RESULT_VALUE, 8))[0])
 
     return lower, lift
 
@@ -251,7 +318,8 @@ def _resource(borrowed: bool) -> Tuple[Lower, Lift]:
             ffi.wasmtime_component_resource_any_clone(value.ptr()) if borrowed else value._consume()
         )
 
-    def lift(raw: Any) -> Any:
+    def lift(address: int) -> Any:
+        raw = ctypes.cast(address, ctypes.POINTER(ffi.wasmtime_component_val_t)).contents
         resource = wc.ResourceAny._from_ptr(ffi.take_pointer(raw.of, "resource"))
         # The handle now belongs to the Python object: the caller's final delete of the whole
         # result must not free it again.
@@ -282,8 +350,9 @@ def _lower_string(store: Any, value: Any, pointer: Any) -> None:
     contents.of.string = ffi.str_to_capi(value)
 
 
-def _lift_string(raw: Any) -> str:
-    return ffi.to_str(raw.of.string)
+def _lift_string(address: int) -> str:
+    size, data = _vector(address)
+    return _READ(data, size).decode("utf-8") if size else ""
 
 
 def converters(value_type: Any) -> Tuple[Lower, Lift]:

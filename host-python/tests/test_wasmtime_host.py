@@ -194,3 +194,18 @@ def test_the_pure_wheel_carries_the_embedded_component_and_needs_wasmtime(tmp_pa
     assert not [name for name in names if name.endswith((".so", ".pyd", ".pyc"))]
     assert "torchlens/_hosts/wasmtime_py/runtime.py" in names
     assert "torchlens/backends/torch/scorecard.json" in names
+
+
+@pytest.mark.parametrize("host", ["native", "wasmtime-py"])
+def test_doctor_names_the_host_and_the_component_build(host):
+    environment = dict(os.environ, TORCHLENS_HOST=host)
+    output = subprocess.run(
+        [sys.executable, "-m", "torchlens", "doctor"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    first = output.splitlines()[0]
+    assert f"on the {host} host" in first
+    assert native_extension.core().build_id() in first

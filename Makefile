@@ -48,7 +48,10 @@ test-rust: component setup-python
 	cargo test --workspace --exclude torchlens-python
 
 ## The suite runs twice: under the native host (the pyo3 extension), then under the wasmtime-py
-## host (the same component under the wasmtime package, the py3-none-any wheel's host).
+## host (the same component under the wasmtime package, the py3-none-any wheel's host). The whole
+## suite, not a subset: framework time dominates it and the pure host's capture costs ~1.6x per
+## op, so the second run costs about what the first does (one more Python-suite run, ~5 min on
+## a quiet 2-core machine), keeping make test near 32 of its 60 minutes.
 test-python: python-package
 	$(PYTHON) -m pytest host-python/tests -q -rs
 	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs

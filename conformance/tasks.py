@@ -254,8 +254,11 @@ def record(case: Case) -> None:
 @task("streaming")
 def streaming(case: Case) -> None:
     path = os.path.join(tempfile.mkdtemp(), "streamed.tlspec")
-    trace = case.trace(capture=CaptureOptions(extra={"streaming": True, "path": path}))
-    assert tl.load(path).labels == trace.labels
+    trace = case.trace(streaming=tl.StreamingOptions(path=path))
+    loaded = tl.load(path, verify=True)
+    assert loaded.labels == trace.labels
+    for op in _select(trace, tl.func(case.model.func)):
+        np.testing.assert_array_equal(case.host(loaded[op.label].out), case.host(op.out))
 
 
 # ---- drawing ---------------------------------------------------------------------------------

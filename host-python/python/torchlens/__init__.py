@@ -11,6 +11,8 @@ from ._core import versions
 from .api import load, record, trace, validate
 from .edits import RecordContext, add, clamp, mean_ablate, patch_from, replace_with, scale, when, zero_ablate
 from .errors import BackendUnsupportedError, TorchLensError
+from .extraction import extract_dataset, load_extraction
+from .options import CaptureOptions, StreamingOptions
 from .recording import Recording
 from .selectors import (
     Selector,
@@ -32,6 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnsupportedError",
+    "CaptureOptions",
+    "StreamingOptions",
     "add",
     "clamp",
     "mean_ablate",
@@ -50,12 +54,14 @@ __all__ = [
     "debug",
     "downstream_of",
     "errors",
+    "extract_dataset",
     "followed_by",
     "func",
     "in_module",
     "label",
     "label_contains",
     "load",
+    "load_extraction",
     "module",
     "options",
     "preceded_by",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
-from .options import CaptureOptions
+from .options import CaptureOptions, StreamingOptions
 from .trace import Trace
 
 #: Per thread: whether a ``tl.trace`` is running on it. Captures on different threads are
@@ -27,6 +27,7 @@ def trace(
     intervene: Any = None,
     stop_after: Any = None,
     facets: Any = None,
+    streaming: Optional[StreamingOptions] = None,
 ) -> Trace:
     """Runs ``model`` on ``x`` and records every operation.
 
@@ -35,6 +36,9 @@ def trace(
     chooses which values to keep: ``None``/``True`` every op, ``False`` none, or a selector
     (``tl.func("relu") | tl.module("encoder")``). ``intervene=tl.when(...)`` edits values during
     the run and ``stop_after=selector`` ends it early, where the backend supports them.
+    ``streaming=StreamingOptions(path="run.tlspec")`` writes the saved values to that file while
+    the forward runs, so memory stays near one op's values (the returned trace reads them back
+    from the file).
     """
     from .backends import get_backend, resolve
     from .errors import NestedTraceError
@@ -46,7 +50,7 @@ def trace(
             "trace the inner model on its own (outside the traced forward), or from another thread",
         )
     spec = resolve(model, x, backend)
-    request = capture_request(spec, model, x, kwargs, save, capture, intervene, stop_after, facets)
+    request = capture_request(spec, model, x, kwargs, save, capture, intervene, stop_after, facets, streaming)
     _ACTIVE.tracing = True
     try:
         return get_backend(spec.name).capture(request)
@@ -64,6 +68,7 @@ def capture_request(
     intervene: Any,
     stop_after: Any,
     facets: Any,
+    streaming: Optional[StreamingOptions] = None,
 ) -> Any:
     """Gates and checks a capture before anything runs, and builds the adapter's request:
     ``intervene=``, ``stop_after=``, gradients, streaming and ``save_grads=`` against the
@@ -73,7 +78,7 @@ def capture_request(
     from .adapter_kit import CaptureRequest, SaveRequest
     from .backends import gate
     from .edits.rules import StopRule, interventions_of
-    from .errors import BackendUnsupportedError
+    from .errors import BackendUnsupportedError, UnsupportedError
     from .selectors import as_selector
 
     options = capture if capture is not None else CaptureOptions()
@@ -86,8 +91,14 @@ def capture_request(
     stop_rule = StopRule.from_argument(stop_after)
     if options.grad_options is not None:
         gate(spec, "derived_grads")
-    if options.extra.get("streaming"):
+    if streaming is not None:
         gate(spec, "streaming")
+        if not isinstance(streaming, StreamingOptions):
+            raise UnsupportedError(
+                f"streaming= takes a StreamingOptions, not {type(streaming).__name__}",
+                "streaming_path_invalid",
+                'pass streaming=tl.StreamingOptions(path="run.tlspec")',
+            )
     if options.extra.get("save_grads"):
         gate(spec, "save_grads")
     if options.backward_ready:
@@ -120,6 +131,7 @@ def capture_request(
         interventions=interventions,
         stop_after=stop_rule,
         facets=facets,
+        streaming=streaming,
     )
 
 

@@ -56,6 +56,8 @@ class CaptureRequest:
     interventions: Tuple[Any, ...] = ()
     stop_after: Any = None
     facets: Any = None
+    #: :class:`~torchlens.options.StreamingOptions` when ``streaming=`` asked for a streamed save.
+    streaming: Any = None
 
     @property
     def framework(self) -> str:

@@ -42,6 +42,7 @@ SPEC = BackendSpec(
         temporal_selectors=True,
         edit_finished_trace=True,
         sparse_recording=True,
+        streaming=True,
     ),
     capability_implementations={
         **package_implementations(),
@@ -53,6 +54,7 @@ SPEC = BackendSpec(
         "temporal_selectors": implemented_by("torchlens.adapter_kit.live_plan:LivePlan"),
         "edit_finished_trace": implemented_by("torchlens.edits.fork:ForkedTrace"),
         "sparse_recording": implemented_by("torchlens.backends.torch.recording:record"),
+        "streaming": implemented_by("torchlens.adapter_kit.streaming:PayloadSpool"),
     },
     # No option_values: the options the preview backends read (module_identity_mode,
     # payload_policy, jax_*) are inert inputs on torch, as the spec says, whatever their value.

@@ -29,7 +29,19 @@ def _selector(arena: Any) -> dict:
         if kind in ("followed_by", "preceded_by"):
             first, other, within = payload
             converted.append((kind.replace("_", "-"), {"first": first, "other": other, "within": within}))
-        elif kind in ("func", "label", "label_contains", "module", "in_module", "and", "or", "not", "where"):
+        elif kind in (
+            "func",
+            "label",
+            "label_contains",
+            "module",
+            "in_module",
+            "and",
+            "or",
+            "not",
+            "where",
+            "downstream_of",
+            "upstream_of",
+        ):
             converted.append((kind.replace("_", "-"), list(payload) if kind in ("and", "or") else payload))
         else:
             raise ValueError(f"unknown selector node kind {kind!r}")
@@ -47,6 +59,8 @@ def _live_plan(plan: dict) -> tuple:
             nodes.append(("func", payload[0], payload[1]))
         elif kind == "followed_by":
             nodes.append(("followed_by", payload[0], payload[1]))
+        elif kind == "graph":
+            nodes.append(("graph",))
         else:
             nodes.append((kind, payload))
     return nodes, plan["root"]

@@ -160,14 +160,21 @@ def select_both(case: Case) -> None:
 
 @task("select_by_influence")
 def select_by_influence(case: Case) -> None:
-    # The ops a chosen op can reach, and the ops that reach an output, checked against walks of
-    # the recorded edges.
+    # The ops a chosen op can reach and the ops that reach an output, by the core's influence
+    # selectors, checked against walks of the recorded edges; then save= with a downstream term
+    # keeps exactly what that selector picks on the full trace.
     trace = case.trace()
     start = _select(trace, tl.func(case.model.func))[0]
     output = trace.outputs[0]
-    assert _labels(trace.descendants(start.label)) == _walk(start, "children")
-    assert _labels(trace.ancestors(output.label)) == _walk(output, "parents")
-    assert output.label in _walk(start, "children")
+    downstream = _labels(_select(trace, tl.downstream_of(tl.label(start.label))))
+    upstream = _labels(_select(trace, tl.upstream_of(tl.label(output.label))))
+    assert downstream == _walk(start, "children") == _labels(trace.descendants(start.label))
+    assert upstream == _walk(output, "parents") == _labels(trace.ancestors(output.label))
+    assert output.label in downstream
+    selector = tl.downstream_of(tl.func(case.model.func))
+    saved = case.trace(save=selector)
+    kept = _labels(op for op in _computed(saved) if op.saved)
+    assert kept and kept == _labels(op for op in _select(trace, selector) if op.kind != "output")
 
 
 def _walk(op: Any, direction: str) -> set:
@@ -247,8 +254,11 @@ def record(case: Case) -> None:
 @task("streaming")
 def streaming(case: Case) -> None:
     path = os.path.join(tempfile.mkdtemp(), "streamed.tlspec")
-    trace = case.trace(capture=CaptureOptions(extra={"streaming": True, "path": path}))
-    assert tl.load(path).labels == trace.labels
+    trace = case.trace(streaming=tl.StreamingOptions(path=path))
+    loaded = tl.load(path, verify=True)
+    assert loaded.labels == trace.labels
+    for op in _select(trace, tl.func(case.model.func)):
+        np.testing.assert_array_equal(case.host(loaded[op.label].out), case.host(op.out))
 
 
 # ---- drawing ---------------------------------------------------------------------------------

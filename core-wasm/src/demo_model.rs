@@ -66,3 +66,67 @@ pub fn synthetic_events(event_count: usize) -> Vec<RawEvent> {
     recorder.output("output", state);
     recorder.events
 }
+
+/// The three small graphs the influence selectors (`downstream_of`, `upstream_of`) are checked
+/// on in every host, by name: `diamond` (a diamond closed by a residual edge), `branching` (two
+/// heads, two outputs, a constant) and `reused_module` (one module called twice). Every value
+/// is kept.
+pub fn influence_graphs() -> Vec<(&'static str, Vec<RawEvent>)> {
+    vec![
+        ("diamond", diamond_events()),
+        ("branching", branching_events()),
+        ("reused_module", reused_module_events()),
+    ]
+}
+
+/// `x → relu → (sigmoid, tanh) → add → add(·, x) → output`.
+fn diamond_events() -> Vec<RawEvent> {
+    let mut recorder = EventRecorder::keeping_payloads();
+    let root = recorder.module(&["self"], "Diamond");
+    let x = recorder.input("x", &[2, 4]);
+    recorder.enter(root);
+    let a = recorder.op("relu", &[x], &[2, 4]);
+    let b = recorder.op("sigmoid", &[a], &[2, 4]);
+    let c = recorder.op("tanh", &[a], &[2, 4]);
+    let d = recorder.op("__add__", &[b, c], &[2, 4]);
+    let e = recorder.op("__add__", &[d, x], &[2, 4]);
+    recorder.exit(root, &[e]);
+    recorder.output("output", e);
+    recorder.events
+}
+
+/// `x → relu → sigmoid → output 1` and `x · k (a constant) → exp → output 2`.
+fn branching_events() -> Vec<RawEvent> {
+    let mut recorder = EventRecorder::keeping_payloads();
+    let root = recorder.module(&["self"], "TwoHeads");
+    let x = recorder.input("x", &[2, 4]);
+    let k = recorder.constant(&[4]);
+    recorder.enter(root);
+    let h = recorder.op("relu", &[x], &[2, 4]);
+    let p = recorder.op("sigmoid", &[h], &[2, 4]);
+    let q = recorder.op("mul", &[x, k], &[2, 4]);
+    let r = recorder.op("exp", &[q], &[2, 4]);
+    recorder.exit(root, &[p, r]);
+    recorder.output("output.0", p);
+    recorder.output("output.1", r);
+    recorder.events
+}
+
+/// One `fc` module called twice: `x → fc → relu → fc → add(·, sigmoid(x)) → output`.
+fn reused_module_events() -> Vec<RawEvent> {
+    let mut recorder = EventRecorder::keeping_payloads();
+    let root = recorder.module(&["self"], "Reuse");
+    let fc = recorder.module(&["fc"], "Linear");
+    let weight = recorder.param(fc, "fc.weight", &[4, 4]);
+    let bias = recorder.param(fc, "fc.bias", &[4]);
+    let x = recorder.input("x", &[2, 4]);
+    recorder.enter(root);
+    let first = recorder.linear(fc, weight, bias, x, &[2, 4]);
+    let activated = recorder.op("relu", &[first], &[2, 4]);
+    let second = recorder.linear(fc, weight, bias, activated, &[2, 4]);
+    let gate = recorder.op("sigmoid", &[x], &[2, 4]);
+    let sum = recorder.op("__add__", &[second, gate], &[2, 4]);
+    recorder.exit(root, &[sum]);
+    recorder.output("output", sum);
+    recorder.events
+}

@@ -9,7 +9,7 @@ use torchlens_host_runtime::wit;
 /// A selector arena from Python: `(nodes, root)`, each node a `(kind, payload)` tuple with
 /// kinds `func`, `label`, `label_contains`, `module`, `in_module` (payload: str), `and`, `or`
 /// (list of node indices), `not` (index), `followed_by`, `preceded_by` (`(first, other,
-/// within)`), `where` (predicate id).
+/// within)`), `downstream_of`, `upstream_of` (seed index), `where` (predicate id).
 pub fn selector(value: &Bound<'_, PyAny>) -> PyResult<wit::Selector> {
     let (nodes, root): (Vec<(String, Bound<'_, PyAny>)>, u32) = value.extract().map_err(|_| {
         PyTypeError::new_err("a selector arena is (nodes, root); build selectors with tl.func & co")
@@ -39,6 +39,8 @@ pub fn selector(value: &Bound<'_, PyAny>) -> PyResult<wit::Selector> {
                         wit::SelectorNode::PrecededBy(temporal)
                     }
                 }
+                "downstream_of" => wit::SelectorNode::DownstreamOf(payload.extract()?),
+                "upstream_of" => wit::SelectorNode::UpstreamOf(payload.extract()?),
                 "where" => wit::SelectorNode::Where(payload.extract()?),
                 other => {
                     return Err(PyValueError::new_err(format!(
@@ -323,6 +325,7 @@ pub fn live_plan(py: Python<'_>, plan: wit::LivePlan) -> PyResult<Bound<'_, PyAn
             wit::LiveNode::PrecededBy(first) => ("preceded_by", first)
                 .into_pyobject(py)
                 .map(Bound::into_any),
+            wit::LiveNode::Graph => ("graph",).into_pyobject(py).map(Bound::into_any),
         })
         .collect::<PyResult<Vec<_>>>()?;
     (nodes, plan.root).into_pyobject(py).map(Bound::into_any)

@@ -254,7 +254,7 @@ impl Session {
     /// tuples led by their kind: `("func", name, op_type)`, `("in_module" | "module_output",
     /// module ids, root call matches, call number or None)`, `("label", op_type)`,
     /// `("label_contains", needle)`, `("and" | "or", children)`, `("not", child)`,
-    /// `("followed_by", first, within)`, `("preceded_by", first)`.
+    /// `("followed_by", first, within)`, `("preceded_by", first)`, `("graph",)`.
     fn live_plan<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let handle = self.handle()?;
         let plan = self

@@ -241,7 +241,7 @@ def test_a_true_flag_without_implementation_fails_registration_and_the_gate():
         gate(spec, "intervene")
     # Fail-closed the other way: a False flag refuses with the capability's code.
     with pytest.raises(BackendUnsupportedError) as caught:
-        gate(get_spec("torch"), "streaming")
+        gate(get_spec("jax"), "streaming")
     assert caught.value.code == "streaming_unsupported"
 
 

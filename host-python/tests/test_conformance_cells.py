@@ -37,7 +37,8 @@ def test_a_cell_is_what_running_the_task_gave(case):
         return run
 
     assert run_cell(case, TASKS["capture"]) == {"status": "passed"}
-    assert run_cell(case, TASKS["streaming"]) == {"status": "unsupported", "code": "streaming_unsupported"}
+    refused = Task("refused", refuses("streaming_unsupported"))
+    assert run_cell(case, refused) == {"status": "unsupported", "code": "streaming_unsupported"}
     with pytest.warns(SelectorMatchedNothingWarning):
         failed = run_cell(
             case, Task("wrong", lambda case: tl.trace(*case.build()).select(tl.func("nothing"))[0])

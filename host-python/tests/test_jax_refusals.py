@@ -65,7 +65,7 @@ JAX_SHARED_TRIGGERS = {
     "stop_after_unsupported": lambda: _trace(stop_after=tl.func("tanh")),
     "value_dependent_save_unsupported": lambda: _trace(save=tl.where(lambda op: True)),
     "followed_by_unsupported": lambda: _trace(save=tl.followed_by(tl.func("add"), tl.func("max"))),
-    "streaming_unsupported": lambda: _trace(capture=CaptureOptions(extra={"streaming": True})),
+    "streaming_unsupported": lambda: _trace(streaming=tl.StreamingOptions(path="refused.tlspec")),
     "save_grads_unsupported": lambda: _trace(capture=CaptureOptions(extra={"save_grads": True})),
     "option_unsupported": lambda: _trace(capture=CaptureOptions(module_identity_mode="object_module")),
 }

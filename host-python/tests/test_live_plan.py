@@ -14,6 +14,7 @@ from torchlens.adapter_kit.live_plan import (
     SELECTED,
     WAIT_CORE,
     WAIT_EXIT,
+    WAIT_GRAPH,
     WAIT_WINDOW,
     compile_live_plan,
 )
@@ -80,6 +81,18 @@ def test_temporal_terms_wait_for_their_window_unless_the_first_term_rejects():
     assert plan.decide("conv2d", ROOT_ONLY, True) == REJECTED
     look_back = plan_for(tl.preceded_by(tl.func("relu"), tl.func("linear")))
     assert look_back.decide("relu", ROOT_ONLY, True) == WAIT_CORE
+
+
+def test_influence_terms_wait_for_the_core_without_sending_early():
+    # The core answers from the graph with a later batch: the plan says so unless another term
+    # already rejects the op.
+    downstream = plan_for(tl.downstream_of(tl.func("conv2d")) & tl.func("relu"))
+    assert downstream.decide("relu", ROOT_ONLY, True) == WAIT_GRAPH
+    assert downstream.decide("gelu", ROOT_ONLY, True) == REJECTED
+    upstream = plan_for(tl.upstream_of("output_1") | tl.func("relu"))
+    assert upstream.decide("relu", ROOT_ONLY, True) == SELECTED
+    assert upstream.decide("gelu", ROOT_ONLY, True) == WAIT_GRAPH
+    assert not WAIT_GRAPH & WAIT_CORE
 
 
 def test_module_boundary_terms_name_the_calls_they_match():

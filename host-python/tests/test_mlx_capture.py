@@ -305,7 +305,7 @@ REFUSALS = {
         m, x, backend="mlx", intervene=tl.when(tl.func("relu"), tl.zero_ablate(), direction="backward")
     ),
     "streaming": lambda m, x: tl.trace(
-        m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"streaming": True})
+        m, x, backend="mlx", streaming=tl.StreamingOptions(path="refused.tlspec")
     ),
     "save_grads": lambda m, x: tl.trace(
         m, x, backend="mlx", capture=tl.options.CaptureOptions(extra={"save_grads": True})

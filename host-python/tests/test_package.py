@@ -3,12 +3,13 @@ component and wasmtime versions it runs on."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 
 def test_import_torchlens_imports_no_framework():
-    frameworks = "('torch', 'jax', 'tensorflow', 'mlx', 'paddle', 'tinygrad', 'numpy')"
+    frameworks = "('torch', 'jax', 'tensorflow', 'mlx', 'paddle', 'tinygrad', 'numpy', 'ray')"
     code = f"import sys, torchlens; print(sorted(m for m in {frameworks} if m in sys.modules))"
     output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == "[]"
@@ -33,12 +34,20 @@ def test_the_core_answers_from_inside_the_embedded_component():
     assert extension.count(build_id.encode()) == component.count(build_id.encode())
 
 
-def test_versions_report_the_component_and_wasmtime():
+def test_versions_report_the_component_the_host_and_its_wasmtime():
     import torchlens as tl
+    from torchlens import _hosts
+    from torchlens._core import core
 
     versions = tl.versions()
     assert versions["core_component"] == "0.1.0"
-    assert versions["wasmtime"] == "48.0.8"
+    assert versions["core_build_id"] == core().build_id()
+    # make test runs this suite under each host (TORCHLENS_HOST); unset, the native one runs.
+    expected_host = os.environ.get("TORCHLENS_HOST") or "native"
+    assert versions["host"] == expected_host
+    # The native host links wasmtime 48 (Cargo.toml); the pure host runs the wasmtime package.
+    assert versions["wasmtime"] == {"native": "48.0.8", "wasmtime-py": "50.0.1"}[versions["host"]]
+    assert _hosts.active().name == versions["host"]
 
 
 def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):

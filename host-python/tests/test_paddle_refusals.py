@@ -133,7 +133,7 @@ DOOR_TRIGGERS = {
     "followed_by_unsupported": lambda m: tl.trace(
         m, _x(), save=tl.followed_by(tl.func("linear"), tl.func("relu"))
     ),
-    "streaming_unsupported": lambda m: tl.trace(m, _x(), capture=CaptureOptions(extra={"streaming": True})),
+    "streaming_unsupported": lambda m: tl.trace(m, _x(), streaming=tl.StreamingOptions("refused.tlspec")),
     "save_grads_unsupported": lambda m: tl.trace(m, _x(), capture=CaptureOptions(extra={"save_grads": True})),
     "capability_unsupported": lambda m: tl.record(m, _x(), backend="paddle"),
     "option_unsupported": lambda m: tl.trace(

@@ -175,14 +175,46 @@ def test_nan_finder_and_dead_units_work(tf):
     assert dead[relu].dead_count == 1 and dead[relu].total_units == 3
 
 
-def test_tensorflow_and_torch_trace_in_one_process(tf, models):
-    torch = pytest.importorskip("torch")  # the pinned TensorFlow leg installs no torch
+def _other_frameworks():
+    """``(backend, model, input)`` of every other installed framework, each routed by
+    ``backend=None``. Paddle only when it is already imported: importing it after TensorFlow
+    crashes (owned by the Paddle issue)."""
+    import importlib.util
+    import sys
 
+    found = []
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        found.append(("torch", torch.nn.Linear(3, 2), torch.ones(1, 3)))
+    if importlib.util.find_spec("jax") is not None:
+        import jax.numpy as jnp
+
+        found.append(("jax", lambda v: jnp.tanh(v) * 2.0, jnp.ones((3,))))
+    if importlib.util.find_spec("mlx") is not None:
+        import mlx.core as mx
+
+        found.append(("mlx", lambda v: mx.tanh(v) * 2.0, mx.ones((3,))))
+    if importlib.util.find_spec("tinygrad") is not None:
+        from tinygrad import Tensor
+
+        found.append(("tinygrad", lambda v: (v * 2.0).relu(), Tensor.ones(3)))
+    if "paddle" in sys.modules:
+        paddle = sys.modules["paddle"]
+        found.append(("paddle", paddle.nn.Linear(3, 2), paddle.ones((1, 3))))
+    return found
+
+
+def test_tensorflow_and_every_other_installed_framework_trace_in_one_process(tf, models):
     model, x = models.mlp()
-    tf_trace = tl.trace(model, x)
-    torch_trace = tl.trace(torch.nn.Linear(3, 2), torch.ones(1, 3))
-    assert tf_trace.backend == "tf" and torch_trace.backend == "torch"
-    assert tl.backends.resolve(model, x, None).name == "tf"
+    first = tl.trace(model, x)
+    for backend, other, value in _other_frameworks():  # none on the pinned leg (TF alone)
+        trace = tl.trace(other, value)
+        assert trace.backend == backend and trace.validate_forward_pass() is True, backend
+        assert tl.backends.resolve(model, x, None).name == "tf"
+    again = tl.trace(model, x)
+    assert first.backend == again.backend == "tf" and again.validate_forward_pass() is True
+    np.testing.assert_array_equal(again.outputs[0].out.numpy(), first.outputs[0].out.numpy())
 
 
 def test_routing_reads_sys_modules_and_never_imports_tensorflow():

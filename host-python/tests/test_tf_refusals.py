@@ -1,7 +1,8 @@
 """What the TensorFlow backend refuses, each with a registered code and a remedy: the doors
 (capabilities TensorFlow's read-only op callbacks cannot serve, graph-only entries, unbuilt Keras
 models, options) refuse before the model runs; a variable write or a random draw inside the
-forward refuses from the op callback, and no trace is returned.
+forward refuses before anything changes: seen by the pre-run graph trace, or, where the forward
+cannot be traced, by the guard as the op is called.
 
 TensorFlow is imported inside the fixtures, never at collection (see test_tf_capture.py)."""
 
@@ -58,7 +59,7 @@ DOOR_TRIGGERS = {
         _tf().function(m), x, backend="tf", intervene=tl.when(tl.func("relu"), tl.zero_ablate())
     ),
     "streaming_unsupported": lambda m, x: tl.trace(
-        m, x, backend="tf", capture=CaptureOptions(extra={"streaming": True})
+        m, x, backend="tf", streaming=tl.StreamingOptions(path="refused.tlspec")
     ),
     "save_grads_unsupported": lambda m, x: tl.trace(
         m, x, backend="tf", capture=CaptureOptions(extra={"save_grads": True})
@@ -148,27 +149,148 @@ def test_object_module_on_a_plain_function_refuses_before_it_runs(tf):
     assert caught.value.code == "option_unsupported" and not calls
 
 
-def test_a_random_draw_in_the_forward_refuses(tf):
-    def noisy(x):
-        return x + tf.random.normal(tf.shape(x))
+class _Writer:
+    """``tf.Module`` roots that write a variable or draw random numbers in their forward, either
+    in Python a graph trace can follow (the pre-run scan refuses them) or behind a value that
+    leaves TensorFlow (``.numpy()``: not traceable, so the guard refuses the op as it is called).
+    ``eager_calls`` counts forwards that started eagerly."""
 
+    def __init__(self, tf, kind, traceable):
+        self.variable = tf.Variable([1.0, 2.0])
+        self.generator = tf.random.Generator.from_seed(7)
+        variable, generator = self.variable, self.generator
+        counts = self
+
+        class Root(tf.Module):
+            def __call__(self, x):
+                if tf.executing_eagerly():
+                    counts.eager_calls += 1
+                if not traceable:
+                    x = tf.constant(x.numpy())  # needs a value: a graph trace fails here
+                if kind == "write":
+                    variable.assign_add(x)
+                elif kind == "raw":
+                    tf.raw_ops.AssignAddVariableOp(resource=variable.handle, value=x)
+                elif kind == "scatter":
+                    variable.scatter_nd_update([[0]], [5.0])
+                elif kind == "generator":
+                    x = x + generator.normal(tf.shape(x))
+                else:  # a global-seed draw
+                    x = x + tf.random.normal(tf.shape(x))
+                return x * 2.0
+
+        self.eager_calls = 0
+        self.root = Root()
+
+
+@pytest.mark.parametrize("traceable", [True, False], ids=["prescan", "guard"])
+@pytest.mark.parametrize(
+    "kind, code, op_type",
+    [
+        ("write", "tf_variable_write", "AssignAddVariableOp"),
+        ("raw", "tf_variable_write", "AssignAddVariableOp"),
+        ("scatter", "tf_variable_write", "ResourceScatterNdUpdate"),
+        ("generator", "rng_state_in_graph", "RngReadAndSkip"),
+        ("global", "rng_state_in_graph", "RandomStandardNormal"),
+    ],
+)
+def test_a_write_or_draw_in_a_tf_module_refuses_before_anything_changes(tf, kind, code, op_type, traceable):
+    writer = _Writer(tf, kind, traceable)
+    variable = writer.variable.numpy().copy()
+    generator_state = writer.generator.state.numpy().copy()
+    # The global seed's sequence: the draw after the refusal must be the first of the sequence.
+    tf.random.set_seed(11)
+    first_draw = tf.random.normal((3,)).numpy()
+    tf.random.set_seed(11)
     with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(noisy, tf.ones((2,)), backend="tf")
-    assert caught.value.code == "rng_state_in_graph" and caught.value.remedy
+        tl.trace(writer.root, tf.ones((2,)), backend="tf")
+    assert caught.value.code == code and op_type in caught.value.message and caught.value.remedy
+    where = "pre-run graph trace" if traceable else "refused before it ran"
+    assert where in caught.value.message
+    # The pre-run scan refuses before the eager forward starts; the guard while it runs, before
+    # the op executes.
+    assert writer.eager_calls == (0 if traceable else 1)
+    np.testing.assert_array_equal(writer.variable.numpy(), variable)
+    np.testing.assert_array_equal(writer.generator.state.numpy(), generator_state)
+    np.testing.assert_array_equal(tf.random.normal((3,)).numpy(), first_draw)
     assert open_session_count() == 0
 
 
-def test_a_variable_write_in_the_forward_refuses(tf):
+def test_a_plain_function_that_writes_refuses_before_it_runs(tf):
     counter = tf.Variable(0.0)
+    calls = []
 
     def writes(x):
+        if tf.executing_eagerly():
+            calls.append(x)
         counter.assign_add(1.0)
         return x * 2.0
 
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(writes, tf.ones((2,)), backend="tf")
     assert caught.value.code == "tf_variable_write" and "variable" in caught.value.message
+    assert counter.numpy() == 0.0 and not calls
     assert open_session_count() == 0
+
+
+def test_a_write_inside_a_while_body_is_seen_by_the_pre_run_scan(tf):
+    counter = tf.Variable(0.0)
+
+    class Loop(tf.Module):
+        def __call__(self, x):
+            def body(i, acc):
+                counter.assign_add(1.0)
+                return i + 1, acc * 2.0
+
+            return tf.while_loop(lambda i, acc: i < 3, body, (0, x))[1]
+
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(Loop(), tf.ones((2,)), backend="tf")
+    assert caught.value.code == "tf_variable_write" and "pre-run graph trace" in caught.value.message
+    assert counter.numpy() == 0.0
+
+
+def test_a_traced_tf_function_called_in_an_untraceable_forward_is_scanned_before_it_runs(tf):
+    counter = tf.Variable(0.0)
+
+    @tf.function
+    def inner(x):
+        # The write sits in a branch (a function of its own, a child of the call).
+        return tf.cond(tf.reduce_sum(x) > 0.0, lambda: counter.assign_add(1.0) * x, lambda: x)
+
+    inner(tf.ones((2,)))  # traced before the capture: no Python of it runs during the forward
+    counter.assign(0.0)
+
+    def outer(x):
+        return inner(tf.constant(x.numpy()))  # .numpy(): the pre-run trace falls back
+
+    with pytest.raises(BackendUnsupportedError) as caught:
+        tl.trace(outer, tf.ones((2,)), backend="tf")
+    assert caught.value.code == "tf_variable_write" and "tf.function" in caught.value.message
+    assert counter.numpy() == 0.0
+
+
+def test_the_pre_run_scan_runs_once_per_callable_and_input_signature(tf):
+    traced = []
+
+    class Clean(tf.Module):
+        def __call__(self, x):
+            if not tf.executing_eagerly():
+                traced.append(tuple(x.shape))
+            return tf.nn.relu(x)
+
+    root = Clean()
+    first = tl.trace(root, tf.ones((2,)), backend="tf")
+    tl.trace(root, -tf.ones((2,)), backend="tf")
+    assert traced == [(2,)] and first.provenance.tf_prescan == "graph"
+    tl.trace(root, tf.ones((3,)), backend="tf")
+    assert traced == [(2,), (3,)]
+
+    def untraceable(x):
+        return tf.constant(x.numpy()) * 2.0
+
+    trace = tl.trace(untraceable, tf.ones((2,)), backend="tf")
+    assert trace.provenance.tf_prescan.startswith("fallback:")
 
 
 def test_sparse_recording_refuses_before_the_model_runs(tf):
@@ -180,9 +302,14 @@ def test_sparse_recording_refuses_before_the_model_runs(tf):
 
 
 def test_a_keras_model_on_another_keras_backend_refuses_before_it_runs():
+    import importlib.util
     import subprocess
     import sys
 
+    # Keras's NumPy backend imports JAX and SciPy; the pinned TensorFlow leg installs neither.
+    missing = [name for name in ("jax", "scipy") if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"Keras's NumPy backend needs {' and '.join(missing)}, not installed here")
     code = (
         "import os\n"
         "os.environ['KERAS_BACKEND'] = 'numpy'\n"

@@ -1,7 +1,8 @@
 """Replay validation of TensorFlow traces reports what it checked: the replayed, pure-unverified
 and effect-region counts; an op reading a value no recorded op produced (an unresolved
-producer) is named and keeps the status from passing; control flow in a graph-only entry and
-the loop of ``Model.predict`` are effect regions with their own reasons. Unverified is never a
+producer) is named and keeps the status from passing; an ``If`` in a graph-only entry is walked
+along the branch it takes, while a ``While`` loop and the loop of ``Model.predict`` are effect
+regions with their own reasons. Unverified is never a
 pass.
 
 TensorFlow is imported inside the fixtures, never at collection (see test_tf_capture.py)."""
@@ -87,6 +88,30 @@ def test_a_value_that_left_tensorflow_is_an_unresolved_producer(tf):
     assert status.replayed == 1 and status.pure_unverified == 2
 
 
+def test_a_graph_op_reading_a_tensor_no_walked_op_produced_is_an_unresolved_producer(tf):
+    @tf.function
+    def entry(x):
+        return tf.nn.relu(x * 2.0)
+
+    concrete = entry.get_concrete_function(tf.TensorSpec((2,), tf.float32))
+    # The graph edited after it was traced: its output now reads a placeholder that is neither an
+    # input nor a capture (the function that runs is the one traced before the edit).
+    graph = concrete.graph
+    with graph.as_default():
+        stray = tf.compat.v1.placeholder(tf.float32, (2,), name="stray")
+        edited = graph.outputs[0] + stray
+    graph.structured_outputs = edited
+    graph.outputs = [edited]
+    trace = tl.trace(concrete, tf.constant([1.0, -2.0]), backend="tf")
+    assert trace.provenance.tf_capture == "funcgraph"
+    status = trace.validation_replay_status
+    assert status.state == "unverified" and status.reason == "unresolved_producer"
+    edited_op = [op for op in trace.ops if op.attributes.get("tf_op_type") == "AddV2"]
+    assert len(edited_op) == 1 and status.unresolved_producers == [edited_op[0].label]
+    # Everything upstream of the edit still replays.
+    assert status.replayed == 3
+
+
 def test_a_closure_constant_made_before_the_call_is_not_unresolved(models):
     model, x = models.closure()
     status = tl.trace(model, x, backend="tf").validation_replay_status
@@ -110,6 +135,22 @@ def test_a_while_loop_in_a_graph_only_entry_is_a_control_flow_region(tf):
     by_label = {label: (kind, reason) for label, kind, reason in status.decisions}
     assert all(by_label[op.label] == ("not_replayable", "control_flow_region") for op in regions)
     assert status.effect_regions >= len(regions)
+
+
+@pytest.mark.parametrize("sign, taken, skipped", [(1.0, "relu", "tanh"), (-1.0, "tanh", "relu")])
+def test_an_if_in_a_graph_only_entry_is_walked_along_the_branch_it_takes(tf, sign, taken, skipped):
+    @tf.function
+    def branchy(x):
+        return tf.cond(tf.reduce_sum(x) > 0.0, lambda: tf.nn.relu(x) * 3.0, lambda: tf.tanh(x) - 1.0) + 1.0
+
+    x = tf.constant([[1.0, -2.0, 4.0]]) * sign
+    trace = tl.trace(branchy, x, backend="tf")
+    names = [op.func_name for op in trace.ops]
+    assert taken in names and skipped not in names
+    assert not [op for op in trace.ops if op.attributes.get("tf_op_type") in ("If", "StatelessIf")]
+    np.testing.assert_allclose(trace.outputs[0].out.numpy(), branchy(x).numpy())
+    status = trace.validation_replay_status
+    assert status.state == "passed" and status.effect_regions == 0
 
 
 def test_predict_is_imported_with_its_loop_as_an_effect_region(tf, models):

@@ -111,7 +111,7 @@ DOOR_TRIGGERS = {
         m, Tensor.ones(1, 3), save=tl.followed_by(tl.func("add"), tl.func("where"))
     ),
     "streaming_unsupported": lambda m: tl.trace(
-        m, Tensor.ones(1, 3), capture=CaptureOptions(extra={"streaming": True})
+        m, Tensor.ones(1, 3), streaming=tl.StreamingOptions(path="refused.tlspec")
     ),
     "save_grads_unsupported": lambda m: tl.trace(
         m, Tensor.ones(1, 3), capture=CaptureOptions(extra={"save_grads": True})

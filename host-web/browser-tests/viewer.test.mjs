@@ -162,6 +162,56 @@ describe("the browser viewer", () => {
     assert.match(await page.textContent("#search-error"), /^\[selector_/);
   });
 
+  // Influence search on three small graphs the core's encoder writes (demo_model::influence_graphs);
+  // the expected ops are worked out by hand from the drawings:
+  //   diamond:       input_1 → relu_1_2 → (sigmoid_1_3, tanh_1_4) → add_1_5 → add_2_6(·, input_1) → output_1
+  //   branching:     input_1 → relu_1_3 → sigmoid_1_4 → output_1; input_1, constant_1 → mul_1_5 → exp_1_6 → output_2
+  //   reused_module: input_1 → linear_1_2:1 (fc:1) → relu_1_3 → linear_1_2:2 (fc:2) → add_1_5(·, sigmoid_1_4(input_1)) → output_1
+  const influence = {
+    diamond: [
+      ["downstream_of(func:sigmoid)", ["add_1_5", "add_2_6", "output_1"]],
+      ["upstream_of(func:tanh)", ["input_1", "relu_1_2"]],
+      ["downstream_of(func:sigmoid) & upstream_of(label:output_1)", ["add_1_5", "add_2_6"]],
+      ["upstream_of(label:input_1)", []],
+    ],
+    branching: [
+      ["downstream_of(func:relu)", ["sigmoid_1_4", "output_1"]],
+      ["upstream_of(func:exp)", ["input_1", "constant_1", "mul_1_5"]],
+      ["upstream_of(label:output_1) & ~upstream_of(label:output_2)", ["relu_1_3", "sigmoid_1_4"]],
+    ],
+    reused_module: [
+      ["downstream_of(in_module:fc:1)", ["relu_1_3", "linear_1_2:2", "add_1_5", "output_1"]],
+      ["upstream_of(label:linear_1_2:2)", ["input_1", "linear_1_2:1", "relu_1_3"]],
+      ["downstream_of(module:fc)", ["relu_1_3", "linear_1_2:2", "add_1_5", "output_1"]],
+      ["upstream_of(func:sigmoid)", ["input_1"]],
+    ],
+  };
+
+  it("searches by influence: the ops a chosen op reaches and the ops that reach it", async () => {
+    for (const [graph, cases] of Object.entries(influence)) {
+      assert.equal(await openFile(join(fixtures, "influence", `${graph}.tlspec`)), "ready", graph);
+      for (const [expression, expected] of cases) {
+        // Clear first, so the count below is this search's and not the previous one's.
+        await page.fill("#search-input", "");
+        await page.press("#search-input", "Enter");
+        await page.waitForFunction(() => !document.getElementById("search-count"));
+        await page.fill("#search-input", expression);
+        await page.press("#search-input", "Enter");
+        await page.waitForSelector("#search-count");
+        const count = expected.length === 1 ? "1 op matches" : `${expected.length} ops match`;
+        assert.equal(await page.textContent("#search-count"), count, `${graph}: ${expression}`);
+        const listed = await page.locator("#search-result button.op-link").allTextContents();
+        assert.deepEqual([...listed].sort(), [...expected].sort(), `${graph}: ${expression}`);
+        assert.equal(await page.textContent("#search-error"), "");
+      }
+    }
+    await shot("04b-influence-search");
+    await page.fill("#search-input", "upstream_of(func:relu");
+    await page.press("#search-input", "Enter");
+    await page.waitForFunction(() => document.getElementById("search-error").textContent.length > 0);
+    assert.match(await page.textContent("#search-error"), /^\[selector_expression_syntax\]/);
+  });
+
   it("shows a clear error for broken and hostile files, and keeps working", async () => {
     const expected = JSON.parse(readFileSync(join(fixtures, "hostile", "expected.json"), "utf8"));
     for (const [name, code] of Object.entries(expected)) {

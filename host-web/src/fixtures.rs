@@ -1,9 +1,9 @@
 //! Test files for the viewer, written with the core's own encoder from the built-in demo model
 //! (native builds only): a small trace with every value saved, one stopped early, a trace of
-//! 100k+ ops, and broken or hostile files.
+//! 100k+ ops, the three graphs the influence search is checked on, and broken or hostile files.
 
 use std::collections::HashMap;
-use torchlens_core::demo_model::{demo_events, synthetic_events};
+use torchlens_core::demo_model::{demo_events, influence_graphs, synthetic_events};
 use torchlens_core::error::CoreResult;
 use torchlens_core::model::TraceOptions;
 use torchlens_core::tlspec::{encode_with_payloads, Manifest};
@@ -73,6 +73,21 @@ fn encode_all(trace: &Trace, note: &str) -> CoreResult<Vec<u8>> {
     encode_with_payloads(trace, &manifest(note), |slot| {
         payloads.get(&slot).map(Vec::as_slice)
     })
+}
+
+/// The influence graphs (`diamond`, `branching`, `reused_module`), every value saved, as
+/// `.tlspec` files by name.
+pub fn influence_files() -> CoreResult<Vec<(&'static str, Vec<u8>)>> {
+    influence_graphs()
+        .into_iter()
+        .map(|(name, events)| {
+            let trace = build(events)?;
+            Ok((
+                name,
+                encode_all(&trace, "an influence graph, every value saved")?,
+            ))
+        })
+        .collect()
 }
 
 /// A synthetic residual MLP of at least `ops` ops (no values saved), as a `.tlspec` file.

@@ -1,8 +1,13 @@
 //! The viewer's session on real files written by the core's encoder: everything the page asks
 //! for, answered natively by the same code the browser runs.
 
+#[path = "../../core-wasm/tests/influence_cases.rs"]
+mod influence_cases;
+
 use torchlens_core::tlspec::header_length;
-use torchlens_web::fixtures::{demo_file, hostile_files, large_file, stopped_file};
+use torchlens_web::fixtures::{
+    demo_file, hostile_files, influence_files, large_file, stopped_file,
+};
 use torchlens_web::session::{body_range, body_range_within};
 use torchlens_web::{Session, WebError};
 
@@ -176,4 +181,24 @@ fn a_trace_of_100k_ops_opens_and_lays_out() {
         "100k ops: open and lay out natively in {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn search_by_influence_lists_the_hand_computed_reachability() {
+    let files = influence_files().unwrap();
+    for (graph, expression, expected) in influence_cases::CASES {
+        let (_, file) = files.iter().find(|(name, _)| name == graph).unwrap();
+        let session = open(file).unwrap();
+        let result = session.search(expression).unwrap();
+        let mut listed: Vec<&str> = result
+            .listed
+            .iter()
+            .map(|(_, label)| label.as_str())
+            .collect();
+        listed.sort_unstable();
+        let mut expected = expected.to_vec();
+        expected.sort_unstable();
+        assert_eq!(listed, expected, "{graph}: {expression}");
+        assert_eq!(result.count, expected.len());
+    }
 }

@@ -100,9 +100,21 @@ impl CaptureSession {
     }
 
     /// Registers a rule: a static selector the adapter asks about op by op (an `intervene=` or
-    /// `stop_after=` rule). Returns its index.
+    /// `stop_after=` rule). Returns its index. A rule acts on an op as it runs, so it cannot ask
+    /// which ops reach a later one (`upstream_of`): that is refused with
+    /// `selector_upstream_in_rule`.
     pub fn add_rule(&mut self, selector: Selector) -> CoreResult<u32> {
         check_plannable(&selector)?;
+        if selector.uses_upstream() {
+            return Err(CoreError::new(
+                ErrorKind::InvalidSelector,
+                "selector_upstream_in_rule",
+                "an upstream_of(...) term is decided only after the ops it looks for ran, too late \
+                 to edit or stop at an op as it runs",
+                "select the ops themselves, or use downstream_of(...) (decided as each op runs); \
+                 upstream_of(...) works in save= and on finished traces",
+            ));
+        }
         if self.rules.len() >= MAX_RULES {
             return Err(CoreError::new(
                 ErrorKind::LimitExceeded,

@@ -58,6 +58,7 @@ pub fn live_plan(plan: LivePlan) -> wit::LivePlan {
                     wit::LiveNode::FollowedBy((first, within))
                 }
                 LiveNode::PrecededBy { first } => wit::LiveNode::PrecededBy(first),
+                LiveNode::Graph => wit::LiveNode::Graph,
             })
             .collect(),
         root: plan.root,
@@ -87,6 +88,8 @@ pub fn selector(value: wit::Selector) -> Selector {
                 before: temporal.other,
                 within: temporal.within,
             },
+            wit::SelectorNode::DownstreamOf(seed) => SelectorNode::DownstreamOf(seed),
+            wit::SelectorNode::UpstreamOf(seed) => SelectorNode::UpstreamOf(seed),
             wit::SelectorNode::Where(predicate) => SelectorNode::Where(predicate),
         })
         .collect();
@@ -128,6 +131,8 @@ pub fn selector_to_wit(value: Selector) -> wit::Selector {
                 other: before,
                 within,
             }),
+            SelectorNode::DownstreamOf(seed) => wit::SelectorNode::DownstreamOf(seed),
+            SelectorNode::UpstreamOf(seed) => wit::SelectorNode::UpstreamOf(seed),
             SelectorNode::Where(predicate) => wit::SelectorNode::Where(predicate),
         })
         .collect();

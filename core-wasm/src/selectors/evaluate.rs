@@ -151,8 +151,80 @@ impl Context<'_> {
                 mask.and_with(&window);
                 mask
             }
+            SelectorNode::DownstreamOf(seed) => self.downstream_of(selector, *seed, start, end)?,
+            SelectorNode::UpstreamOf(seed) => self.upstream_of(selector, *seed, start, end)?,
             SelectorNode::Where(predicate) => self.by_where(*predicate, start, len)?,
         })
+    }
+
+    /// Ops of `start..end` that an op matching `seed` reaches. A parent always precedes its child
+    /// (the builder appends ops in capture order; the decoder refuses files where it does not),
+    /// so one pass in id order settles every op: it is reached when a parent is a seed or is
+    /// reached itself. Everything an op depends on is recorded before it, so the answer is known
+    /// during capture as soon as the seed's answers for the op's ancestors are.
+    fn downstream_of(
+        &self,
+        selector: &Selector,
+        seed: u32,
+        start: u32,
+        end: u32,
+    ) -> CoreResult<TruthMask> {
+        let len = end.saturating_sub(start) as usize;
+        let last = end.min(self.trace.ops.len() as u32);
+        let seeds = self.node(selector, seed, 0, last)?;
+        let mut reached = TruthMask::constant(0, last as usize, false);
+        for (op, record) in self.trace.ops[..last as usize].iter().enumerate() {
+            let mut fact = (false, true);
+            for edge in record.parents.iter().filter(|edge| (edge.op as usize) < op) {
+                fact = kleene_or(fact, kleene_or(seeds.at(edge.op), reached.at(edge.op)));
+            }
+            (reached.value[op], reached.known[op]) = fact;
+        }
+        let mut mask = TruthMask::constant(start, len, false);
+        for op in start..last {
+            let offset = (op - start) as usize;
+            (mask.value[offset], mask.known[offset]) = reached.at(op);
+        }
+        Ok(mask)
+    }
+
+    /// Ops of `start..end` that reach an op matching `seed`. Only later ops can be reached, so one
+    /// pass from the last op down to `start` carries each op's answer to its parents. During
+    /// capture an op not known to reach a seed yet may still be read by an op to come: it stays
+    /// undecided until the trace is complete.
+    fn upstream_of(
+        &self,
+        selector: &Selector,
+        seed: u32,
+        start: u32,
+        end: u32,
+    ) -> CoreResult<TruthMask> {
+        let len = end.saturating_sub(start) as usize;
+        let count = self.trace.ops.len() as u32;
+        let first = start.min(count);
+        let seeds = self.node(selector, seed, first, count)?;
+        let mut reaching = TruthMask::constant(first, (count - first) as usize, false);
+        for op in (first..count).rev() {
+            let through = kleene_or(seeds.at(op), reaching.at(op));
+            for edge in &self.trace.ops[op as usize].parents {
+                if edge.op >= first && edge.op < op {
+                    let offset = (edge.op - first) as usize;
+                    let fact = (reaching.value[offset], reaching.known[offset]);
+                    (reaching.value[offset], reaching.known[offset]) = kleene_or(fact, through);
+                }
+            }
+        }
+        if !self.complete {
+            for (value, known) in reaching.value.iter().zip(reaching.known.iter_mut()) {
+                *known &= *value;
+            }
+        }
+        let mut mask = TruthMask::constant(start, len, false);
+        for op in first..end.min(count) {
+            let offset = (op - start) as usize;
+            (mask.value[offset], mask.known[offset]) = reaching.at(op);
+        }
+        Ok(mask)
     }
 
     fn ops(&self, start: u32, len: usize) -> &[crate::model::Op] {

@@ -1,6 +1,6 @@
 //! Selector expressions as text, for the hosts where people type them (the `tlspec` CLI, the
 //! viewer's search box): `func:relu & in_module:encoder`, `~label:add_1_2 | module:block:2`,
-//! `followed_by(func:conv2d, func:relu, 2)`.
+//! `followed_by(func:conv2d, func:relu, 2)`, `downstream_of(label:conv2d_1_1) & func:relu`.
 //!
 //! Grammar (`|` binds loosest, then `&`, then `~`):
 //!
@@ -8,8 +8,9 @@
 //! expression := conjunction ('|' conjunction)*
 //! conjunction:= unary ('&' unary)*
 //! unary      := '~' unary | primary
-//! primary    := '(' expression ')' | temporal | atom
+//! primary    := '(' expression ')' | temporal | influence | atom
 //! temporal   := ('followed_by' | 'preceded_by') '(' expression ',' expression [',' number] ')'
+//! influence  := ('downstream_of' | 'upstream_of') '(' expression ')'
 //! atom       := kind ':' value | value            (a bare value means label_contains)
 //! kind       := func | label | label_contains | contains | module | in_module
 //! value      := word | "quoted text"              (a word runs until space or & | ~ ( ) , ")
@@ -64,7 +65,8 @@ fn syntax_error(position: usize, message: String) -> CoreError {
         "selector_expression_syntax",
         format!("selector expression, at byte {position}: {message}"),
         "write kind:value terms (func, label, label_contains, module, in_module) joined by &, | \
-         and ~, with parentheses; followed_by(a, b, n) and preceded_by(a, b, n) for neighbours",
+         and ~, with parentheses; followed_by(a, b, n) and preceded_by(a, b, n) for neighbours; \
+         downstream_of(a) and upstream_of(a) for the ops a reaches or that reach a",
     )
 }
 
@@ -186,6 +188,9 @@ impl Parser<'_> {
         if (first == "followed_by" || first == "preceded_by") && self.eat('(') {
             return self.temporal(first == "followed_by");
         }
+        if (first == "downstream_of" || first == "upstream_of") && self.eat('(') {
+            return self.influence(first == "downstream_of");
+        }
         if !self.text[self.position..].starts_with(':') {
             // `colour:red` is a mistyped kind, not a label: labels end in digits before `:`.
             if let Some((kind, _)) = first.split_once(':') {
@@ -239,6 +244,18 @@ impl Parser<'_> {
                 before: other,
                 within,
             }
+        }))
+    }
+
+    fn influence(&mut self, downstream: bool) -> CoreResult<u32> {
+        self.enter()?;
+        let seed = self.expression()?;
+        self.expect(')')?;
+        self.depth -= 1;
+        Ok(self.push(if downstream {
+            SelectorNode::DownstreamOf(seed)
+        } else {
+            SelectorNode::UpstreamOf(seed)
         }))
     }
 
@@ -318,6 +335,47 @@ mod tests {
             then: 4,
             within: 3
         }));
+    }
+
+    #[test]
+    fn influence_terms_take_one_expression() {
+        let selector = parse("downstream_of(label:conv2d_1_1 | func:add) & ~upstream_of(output)");
+        assert_eq!(
+            selector.nodes,
+            vec![
+                SelectorNode::Label("conv2d_1_1".into()),
+                SelectorNode::Func("add".into()),
+                SelectorNode::Or(vec![0, 1]),
+                SelectorNode::DownstreamOf(2),
+                SelectorNode::LabelContains("output".into()),
+                SelectorNode::UpstreamOf(4),
+                SelectorNode::Not(5),
+                SelectorNode::And(vec![3, 6]),
+            ]
+        );
+        // Without parentheses the names are plain label words, as before.
+        assert_eq!(
+            parse("downstream_of").nodes,
+            vec![SelectorNode::LabelContains("downstream_of".into())]
+        );
+        for bad in [
+            "downstream_of(",
+            "downstream_of()",
+            "upstream_of(func:a, 2)",
+            "upstream_of(func:a",
+        ] {
+            assert_eq!(
+                parse_expression(bad).expect_err(bad).code,
+                "selector_expression_syntax",
+                "{bad}"
+            );
+        }
+        let deep = format!(
+            "{}func:a{}",
+            "upstream_of(".repeat(10_000),
+            ")".repeat(10_000)
+        );
+        assert!(parse_expression(&deep).is_err());
     }
 
     #[test]

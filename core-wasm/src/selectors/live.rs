@@ -10,7 +10,11 @@
 //!   call are decided at once, ops inside wait for the exit (or until the adapter can no longer
 //!   name the value as a call's output);
 //! - `preceded_by` looks back at ops the core has grouped (decidable once the batch is sent);
-//!   `followed_by` waits for `within` more ops.
+//!   `followed_by` waits for `within` more ops;
+//! - an influence term (`downstream_of`, `upstream_of`) needs the dataflow graph, which only the
+//!   core keeps: the core answers with the batches (for `downstream_of` with the batch that
+//!   carries the op, for `upstream_of` once a seed below the op is recorded, at the end of the
+//!   capture otherwise), so the adapter holds such a value without sending events early.
 //!
 //! Module addresses are resolved here to the adapter's own module ids, so the adapter never
 //! matches addresses itself.
@@ -68,6 +72,8 @@ pub enum LiveNode {
     PrecededBy {
         first: u32,
     },
+    /// An influence term: the core answers from the dataflow graph with a later batch.
+    Graph,
 }
 
 /// A selector compiled against the modules an adapter declared.
@@ -131,6 +137,7 @@ impl LivePlan {
                     within: *within,
                 },
                 SelectorNode::PrecededBy { first, .. } => LiveNode::PrecededBy { first: *first },
+                SelectorNode::DownstreamOf(_) | SelectorNode::UpstreamOf(_) => LiveNode::Graph,
                 // Excluded above: value-dependent selectors never reach this point.
                 SelectorNode::Where(_) => LiveNode::Or(Vec::new()),
             })
@@ -202,6 +209,26 @@ mod tests {
                 call: None
             })]
         );
+    }
+
+    #[test]
+    fn influence_terms_wait_for_the_core() {
+        let builder = declared(&[]);
+        let plan = compile(
+            Selector {
+                nodes: vec![
+                    SelectorNode::Func("conv2d".into()),
+                    SelectorNode::DownstreamOf(0),
+                    SelectorNode::Func("relu".into()),
+                    SelectorNode::And(vec![1, 2]),
+                ],
+                root: 3,
+            },
+            &builder,
+        )
+        .expect("compiles");
+        assert_eq!(plan.nodes[1], LiveNode::Graph);
+        assert_eq!(plan.nodes[3], LiveNode::And(vec![1, 2]));
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! parents), so it crosses the WIT boundary as a flat list and cannot contain cycles.
 //!
 //! Three classes, so a backend can refuse what it cannot honour:
-//! - static (`func`, `label`, `label_contains`, `module`, `in_module` and `&`, `|`, `~` of them):
-//!   decided from metadata alone;
+//! - static (`func`, `label`, `label_contains`, `module`, `in_module`, the influence terms
+//!   `downstream_of` / `upstream_of`, and `&`, `|`, `~` of them): decided from metadata alone
+//!   (the influence terms from the dataflow graph: an op downstream of a seed is known when
+//!   the op is recorded, an op upstream of one only once no later op can still read it, at the
+//!   end of the capture);
 //! - temporal (`followed_by`, `preceded_by`): need a window of neighbouring ops;
 //! - value-dependent (`where`, callables): need the op's value, which only the host has.
 
@@ -55,6 +58,11 @@ pub enum SelectorNode {
         before: u32,
         within: u32,
     },
+    /// Ops some op matching the child reaches along dataflow edges (its strict descendants:
+    /// a seed op is included only when another seed op reaches it).
+    DownstreamOf(u32),
+    /// Ops that reach some op matching the child along dataflow edges (its strict ancestors).
+    UpstreamOf(u32),
     /// A host-side predicate over the op's value, identified by the host.
     Where(u32),
 }
@@ -167,6 +175,13 @@ impl Selector {
             .fold(own, SelectorClass::max)
     }
 
+    /// Whether any reachable node is an `upstream_of(...)` term: the ops that reach a later op
+    /// are known only once the capture ends, so an op-by-op rule cannot use one.
+    pub fn uses_upstream(&self) -> bool {
+        self.reachable()
+            .any(|node| matches!(node, SelectorNode::UpstreamOf(_)))
+    }
+
     /// Whether any reachable node is a `module(...)` boundary selector (decided at a call's
     /// exit rather than when the op runs).
     pub fn uses_module_boundary(&self) -> bool {
@@ -197,7 +212,9 @@ impl Selector {
 pub(crate) fn children(node: &SelectorNode) -> Vec<u32> {
     match node {
         SelectorNode::And(parts) | SelectorNode::Or(parts) => parts.clone(),
-        SelectorNode::Not(inner) => vec![*inner],
+        SelectorNode::Not(inner)
+        | SelectorNode::DownstreamOf(inner)
+        | SelectorNode::UpstreamOf(inner) => vec![*inner],
         SelectorNode::FollowedBy { first, then, .. } => vec![*first, *then],
         SelectorNode::PrecededBy { first, before, .. } => vec![*first, *before],
         _ => Vec::new(),

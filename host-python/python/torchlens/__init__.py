@@ -22,9 +22,12 @@ from .edits import (
     zero_ablate,
 )
 from .errors import BackendUnsupportedError, TorchLensError
+from .extraction import extract_dataset, load_extraction
+from .options import CaptureOptions, StreamingOptions
 from .recording import Recording
 from .selectors import (
     Selector,
+    downstream_of,
     followed_by,
     func,
     in_module,
@@ -32,6 +35,7 @@ from .selectors import (
     label_contains,
     module,
     preceded_by,
+    upstream_of,
     where,
 )
 from .tlspec_io import PayloadLoadHints
@@ -41,6 +45,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnsupportedError",
+    "CaptureOptions",
+    "StreamingOptions",
     "add",
     "clamp",
     "grad",
@@ -58,19 +64,23 @@ __all__ = [
     "Trace",
     "backends",
     "debug",
+    "downstream_of",
     "errors",
+    "extract_dataset",
     "followed_by",
     "func",
     "in_module",
     "label",
     "label_contains",
     "load",
+    "load_extraction",
     "module",
     "options",
     "preceded_by",
     "record",
     "report",
     "trace",
+    "upstream_of",
     "validate",
     "versions",
     "where",

@@ -1,4 +1,5 @@
-"""``python -m torchlens doctor``: the backend scorecard table of ``tl.report.doctor()``."""
+"""``python -m torchlens doctor``: which host runs the core (and its build id), then the backend
+scorecard table of ``tl.report.doctor()``."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         "command", choices=["doctor"], help="doctor: what each backend's shipped scorecard says"
     )
     parser.parse_args(argv)
+    from ._core import versions
     from .report import doctor
 
+    running = versions()
+    print(
+        f"core: {running['core_build_id']} on the {running['host']} host "
+        f"(wasmtime {running['wasmtime']}); TORCHLENS_HOST picks native or wasmtime-py"
+    )
     print(doctor())
     return 0
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
-from .options import CaptureOptions
+from .options import CaptureOptions, StreamingOptions
 from .trace import Trace
 
 #: Per thread: whether a ``tl.trace`` is running on it. Captures on different threads are
@@ -28,6 +28,7 @@ def trace(
     stop_after: Any = None,
     facets: Any = None,
     save_grads: Any = None,
+    streaming: Optional[StreamingOptions] = None,
 ) -> Trace:
     """Runs ``model`` on ``x`` and records every operation.
 
@@ -39,6 +40,9 @@ def trace(
     ``save_grads=True`` (or a selector) arms true backward capture where the backend has it
     (torch): after the user's own ``loss.backward()`` on ``trace.output``, each selected op has
     ``op.grad``; the same as ``CaptureOptions(save_grads=...)``.
+    ``streaming=StreamingOptions(path="run.tlspec")`` writes the saved values to that file while
+    the forward runs, so memory stays near one op's values (the returned trace reads them back
+    from the file).
     """
     from .backends import get_backend, resolve
     from .errors import NestedTraceError
@@ -51,7 +55,7 @@ def trace(
         )
     spec = resolve(model, x, backend)
     request = capture_request(
-        spec, model, x, kwargs, save, capture, intervene, stop_after, facets, save_grads
+        spec, model, x, kwargs, save, capture, intervene, stop_after, facets, save_grads, streaming
     )
     _ACTIVE.tracing = True
     try:
@@ -71,6 +75,7 @@ def capture_request(
     stop_after: Any,
     facets: Any,
     save_grads: Any = None,
+    streaming: Optional[StreamingOptions] = None,
 ) -> Any:
     """Gates and checks a capture before anything runs, and builds the adapter's request:
     ``intervene=``, ``stop_after=``, gradients, streaming and ``save_grads=`` against the
@@ -80,7 +85,7 @@ def capture_request(
     from .adapter_kit import CaptureRequest, SaveRequest
     from .backends import gate
     from .edits.rules import StopRule, interventions_of
-    from .errors import BackendUnsupportedError
+    from .errors import BackendUnsupportedError, UnsupportedError
     from .selectors import as_selector
 
     options = capture if capture is not None else CaptureOptions()
@@ -93,8 +98,14 @@ def capture_request(
     stop_rule = StopRule.from_argument(stop_after)
     if options.grad_options is not None:
         gate(spec, "derived_grads")
-    if options.extra.get("streaming"):
+    if streaming is not None:
         gate(spec, "streaming")
+        if not isinstance(streaming, StreamingOptions):
+            raise UnsupportedError(
+                f"streaming= takes a StreamingOptions, not {type(streaming).__name__}",
+                "streaming_path_invalid",
+                'pass streaming=tl.StreamingOptions(path="run.tlspec")',
+            )
     if save_grads is None:
         save_grads = options.save_grads if options.save_grads is not None else options.extra.get("save_grads")
     if save_grads is not None and save_grads is not False:
@@ -132,6 +143,7 @@ def capture_request(
         stop_after=stop_rule,
         facets=facets,
         save_grads=None if save_grads is False else save_grads,
+        streaming=streaming,
     )
 
 

@@ -105,3 +105,8 @@ class SelectionIncompleteWarning(UserWarning):
 class PatchError(TorchLensError):
     """``tl.patch_from``: the source trace has no matching site, or its value has another
     shape."""
+
+
+class ExtractionError(TorchLensError):
+    """A dataset extraction (``tl.extract_dataset`` / ``tl.load_extraction``) cannot go on: bad
+    arguments, an output folder of another job, batches that disagree, a damaged shard."""

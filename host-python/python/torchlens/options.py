@@ -63,3 +63,41 @@ class CaptureOptions:
                 "option_value_invalid",
                 "pass one of the listed values",
             )
+
+
+@dataclass(frozen=True)
+class StreamingOptions:
+    """Write the trace's saved values to ``path`` while the forward runs (the reference's name;
+    ``bundle_path`` is its spelling of ``path``). Each value goes to a spool file beside ``path``
+    as it is computed and is released at once, so memory stays near one op's values; when the
+    forward returns, the ``.tlspec`` is assembled from the spool and renamed into place, and the
+    returned trace reads its values lazily from that file. If the forward raises, or the process
+    dies, no file appears under ``path`` (docs/python-package.md, "Streaming saves").
+
+    ``source_paths`` is as for :meth:`~torchlens.trace.Trace.save`."""
+
+    path: Optional[str] = None
+    source_paths: str = "relative"
+    bundle_path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        from .errors import UnsupportedError
+
+        if self.path is not None and self.bundle_path is not None and self.path != self.bundle_path:
+            raise UnsupportedError(
+                "StreamingOptions got both path and bundle_path, and they differ",
+                "streaming_path_invalid",
+                "pass one of them (path is TorchLens's name, bundle_path the reference's)",
+            )
+        if self.target is None or not str(self.target):
+            raise UnsupportedError(
+                "StreamingOptions needs the path of the .tlspec file to write",
+                "streaming_path_invalid",
+                'pass StreamingOptions(path="run.tlspec")',
+            )
+
+    @property
+    def target(self) -> Optional[str]:
+        """The file the stream ends in."""
+        chosen = self.path if self.path is not None else self.bundle_path
+        return None if chosen is None else str(chosen)

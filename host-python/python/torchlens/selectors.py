@@ -92,6 +92,16 @@ class _Temporal(Selector):
         return len(nodes) - 1
 
 
+class _Influence(Selector):
+    def __init__(self, kind: str, seed: Any) -> None:
+        self.kind, self.seed = kind, as_selector(seed)
+
+    def _emit(self, nodes, predicates):
+        seed = self.seed._emit(nodes, predicates)
+        nodes.append((self.kind, seed))
+        return len(nodes) - 1
+
+
 class _Where(Selector):
     def __init__(self, predicate: Callable[..., bool]) -> None:
         if not callable(predicate):
@@ -146,6 +156,32 @@ def followed_by(first: Selector, then: Selector, within: int = 1) -> Selector:
 def preceded_by(first: Selector, before: Selector, within: int = 1) -> Selector:
     """Ops matching ``first`` with an op matching ``before`` among the previous ``within`` ops."""
     return _Temporal("preceded_by", first, before, within)
+
+
+def downstream_of(seed: Any) -> Selector:
+    """Ops that an op matching ``seed`` reaches along the recorded dataflow edges: everything its
+    value flows into, directly or through other ops, up to the outputs. ``seed`` is a selector
+    or a label (``tl.downstream_of("conv2d_1_2")``). Strict: a seed op is included only when
+    another seed op reaches it (``| seed`` adds the seeds). The reference's vocabulary
+    (``tl.neighborhood(..., direction="downstream")``).
+
+    Decided from the graph alone, so it works on every backend's traces, in ``trace.select``, in
+    ``save=`` (each op is decided as soon as the core has it) and in ``intervene=`` /
+    ``stop_after=`` rules; text form ``downstream_of(func:conv2d)``."""
+    return _Influence("downstream_of", seed)
+
+
+def upstream_of(seed: Any) -> Selector:
+    """Ops that reach an op matching ``seed`` along the recorded dataflow edges: everything the
+    seed's value was computed from, back to the inputs, constants and buffers. ``seed`` is a
+    selector or a label. Strict, like :func:`downstream_of`.
+
+    In ``save=`` an op is known to be upstream once a seed below it is recorded, and known not
+    to be only when the capture ends (a later op could still read it): values wait until then,
+    so this saves no peak memory over saving everything. ``intervene=`` and ``stop_after=``
+    rules act as each op runs and refuse it (``selector_upstream_in_rule``); text form
+    ``upstream_of(label:linear_1_3)``."""
+    return _Influence("upstream_of", seed)
 
 
 def where(predicate: Callable[..., bool]) -> Selector:

@@ -11,7 +11,7 @@ import os
 import tempfile
 import zlib
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from ._core import core
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
@@ -31,10 +31,37 @@ class PayloadLoadHints:
 SOURCE_PATH_MODES = ("relative", "absolute", "none")
 
 
-def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
+def save(
+    trace: Trace, path: str, source_paths: str = "relative", extra: Sequence[Tuple[str, str]] = ()
+) -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
     A failed save leaves any existing file untouched. ``source_paths`` is one of
-    :data:`SOURCE_PATH_MODES`."""
+    :data:`SOURCE_PATH_MODES`; ``extra`` adds string facts to the manifest (dataset extraction
+    records each shard's place in the job there)."""
+    backend = trace._backend
+
+    def checksum(slot: int) -> int:
+        return zlib.crc32(backend.payload_bytes(_placed_value(trace, slot)))
+
+    def copy_into(out: Any, slot: int) -> int:
+        return out.write(backend.payload_bytes(_placed_value(trace, slot)))
+
+    write_tlspec(trace, path, source_paths, checksum, copy_into, extra)
+
+
+def write_tlspec(
+    trace: Trace,
+    path: str,
+    source_paths: str,
+    checksum: Callable[[int], int],
+    copy_into: Callable[[Any, int], int],
+    extra: Sequence[Tuple[str, str]] = (),
+) -> Tuple[dict, list]:
+    """Writes ``trace``'s file with payloads from any source: ``checksum(slot)`` gives a kept
+    payload's CRC-32 and ``copy_into(out, slot)`` appends its bytes to ``out`` (from memory for
+    ``trace.save``, from a spool for a streamed capture). Atomic as :func:`save`; returns the
+    manifest written and the core's payload placements (op, slot, label, offset, length,
+    dtype)."""
     if source_paths not in SOURCE_PATH_MODES:
         raise UnsupportedError(
             f"source_paths={source_paths!r} is not one of {', '.join(SOURCE_PATH_MODES)}",
@@ -51,8 +78,8 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
         "save_level": "all" if all(op.saved for op in trace.ops if op.kind != "output") else "selected",
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "codec_metadata": json.dumps(backend.codec_metadata(trace), sort_keys=True),
-        "payload_checksums": _payload_checksums(trace),
-        "extra": [("source_paths", source_paths)],
+        "payload_checksums": _payload_checksums(trace, checksum),
+        "extra": [("source_paths", source_paths), *extra],
     }
     prefix, placements, file_length = trace._native.encode(manifest)
     directory = os.path.dirname(os.path.abspath(path))
@@ -61,14 +88,15 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
         with os.fdopen(handle, "wb") as out:
             out.write(prefix)
             for _op, slot, label, offset, length, _dtype in placements:
-                data = backend.payload_bytes(_placed_value(trace, slot))
-                if len(data) != length or out.tell() != offset:
+                at = out.tell()
+                written = copy_into(out, slot)
+                if written != length or at != offset:
                     raise TlspecFormatError(
-                        f"payload {label} has {len(data)} bytes, the layout expects {length} at {offset}",
+                        f"payload {label} has {written} bytes at {at}, "
+                        f"the layout expects {length} at {offset}",
                         "tlspec_payload_length_mismatch",
                         "report this as a bug in the backend's payload codec",
                     )
-                out.write(data)
             if out.tell() != file_length:
                 raise TlspecFormatError(
                     f"wrote {out.tell()} bytes, the layout expects {file_length}",
@@ -84,6 +112,7 @@ def save(trace: Trace, path: str, source_paths: str = "relative") -> None:
         except OSError:
             pass
         raise
+    return manifest, placements
 
 
 def _placed_value(trace: Trace, slot: int) -> Any:
@@ -95,27 +124,36 @@ def _placed_value(trace: Trace, slot: int) -> Any:
     return trace._payload(slot)
 
 
-def _payload_checksums(trace: Trace) -> list:
+def _payload_checksums(trace: Trace, checksum: Callable[[int], int]) -> list:
     """CRC-32 of every payload the file will hold, by op label, so that readers (``tlspec
     check``) can tell a damaged payload from a good one. zlib's CRC-32 is the one the CLI
     checks with."""
-    backend = trace._backend
     checksums = []
     for op in trace.ops:
         slot = op._info["payload"]
-        if slot is None:
+        if slot is None or slot not in trace._payloads:
             continue
-        value = trace._payload(slot)
-        if value is not None:
-            checksums.append((op.label, zlib.crc32(backend.payload_bytes(value))))
+        checksums.append((op.label, checksum(slot)))
     if trace.backward is not None:
-        from .backward import GRAD_TENSOR_PREFIX
+        from .backward import GRAD_SLOT_BASE, GRAD_TENSOR_PREFIX
 
         for op, entries in sorted(trace.backward.grads.items()):
             if entries:
-                label = GRAD_TENSOR_PREFIX + trace.ops[op].label
-                checksums.append((label, zlib.crc32(backend.payload_bytes(entries[-1][1]))))
+                checksums.append((GRAD_TENSOR_PREFIX + trace.ops[op].label, checksum(GRAD_SLOT_BASE + op)))
     return checksums
+
+
+def map_payloads(path: str, backend: Any, placements: list) -> dict:
+    """The payloads of a file just written, by the writer's slots, as zero-copy arrays over a
+    private memory map (as ``tl.load`` gives them)."""
+    if not placements:
+        return {}
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+    return {
+        slot: backend.payload_from_buffer(mapped, offset, length, dtype, shape)
+        for slot, offset, length, dtype, shape in placements
+    }
 
 
 def load(

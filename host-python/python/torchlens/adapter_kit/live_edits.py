@@ -60,8 +60,10 @@ class LiveEditHost:
 
 
 def selector_kinds(selector: Any, found: Optional[set] = None) -> set:
-    """The leaf kinds of a selector tree (``func``, ``module``, ``where``, ``temporal``...);
-    ``&`` and ``~`` are listed when present."""
+    """The leaf kinds of a selector tree (``func``, ``module``, ``where``, ``temporal``,
+    ``downstream_of``...); ``&`` and ``~`` are listed when present. An influence term lists its
+    seed's kinds too (a seed decided at a call's exit or by a predicate shapes how the term can
+    be decided)."""
     from .. import selectors
 
     found = set() if found is None else found
@@ -80,6 +82,9 @@ def selector_kinds(selector: Any, found: Optional[set] = None) -> set:
     elif isinstance(selector, selectors._Temporal):
         found.add("temporal")
         found.add(selector.kind)
+    elif isinstance(selector, selectors._Influence):
+        found.add(selector.kind)
+        selector_kinds(selector.seed, found)
     return found
 
 
@@ -133,7 +138,8 @@ class LiveCondition:
     def _compile(self, selector: Any) -> None:
         from .. import selectors
 
-        if "where" not in selector_kinds(selector):
+        if "where" not in selector_kinds(selector) or isinstance(selector, selectors._Influence):
+            # An influence term is the core's to decide whole (it refuses a predicate seed).
             self._rules[id(selector)] = self.session.rule(selector)
             return
         if isinstance(selector, selectors._Composite):

@@ -11,7 +11,9 @@ The answer is a Kleene value with a reason when it is unknown:
   the core decides as soon as it groups the op, so the session sends its events at once),
   ``WAIT_EXIT`` (a module boundary: decided when the enclosing matching call exits, or as soon
   as the adapter can no longer name the value as that call's output), ``WAIT_WINDOW`` (a
-  ``followed_by`` term: decided ``within`` ops later)."""
+  ``followed_by`` term: decided ``within`` ops later), ``WAIT_GRAPH`` (an influence term,
+  ``tl.downstream_of`` / ``tl.upstream_of``: the core decides from the dataflow graph with a
+  later batch, so nothing is sent early; an upstream term may wait for the end of the capture)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ SELECTED = 1
 WAIT_CORE = 2
 WAIT_EXIT = 4
 WAIT_WINDOW = 8
+WAIT_GRAPH = 16
 
 #: Key of the root call in ``open_calls``: the root may never have been declared by the adapter.
 ROOT_CALL = -1
@@ -153,6 +156,8 @@ class LivePlan:
             return _waiting(built[node[1]], WAIT_WINDOW)
         if kind == "preceded_by":
             return _waiting(built[node[1]], WAIT_CORE)
+        if kind == "graph":
+            return lambda func, open_calls, named: WAIT_GRAPH
         raise ValueError(f"unknown live plan node {kind!r}")
 
     def is_boundary(self, module_id: int, call_number: int, is_root: bool) -> bool:
@@ -249,7 +254,7 @@ class LiveRule:
             return True
         if answer == REJECTED:
             return False
-        if not answer & (WAIT_CORE | WAIT_WINDOW):
+        if not answer & (WAIT_CORE | WAIT_WINDOW | WAIT_GRAPH):
             return None
         session.flush()
         return session.native.rule_matches(self._index, value_id)

@@ -58,6 +58,8 @@ class CaptureRequest:
     facets: Any = None
     #: ``save_grads=``: None (off), True (every op) or a selector; gated before it gets here.
     save_grads: Any = None
+    #: :class:`~torchlens.options.StreamingOptions` when ``streaming=`` asked for a streamed save.
+    streaming: Any = None
 
     @property
     def framework(self) -> str:

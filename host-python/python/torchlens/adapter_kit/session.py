@@ -8,9 +8,10 @@ Under a narrow ``save=`` the core's selector is compiled into a live plan
 the plan rejects is never held, a value it selects is held (without a copy: the adapter's
 ``hold`` decides how), and a value it cannot decide yet is held only until the core can answer
 (a label: the events go out at once; a module boundary: the enclosing call's exit, or as soon as
-the adapter can no longer name the value, whichever comes first). The core's own answer for every
-op still arrives with the batches and is the authority: the saved set is exactly what it
-selects.
+the adapter can no longer name the value, whichever comes first; an influence term: the core
+answers from the dataflow graph with the batches, at the end of the capture at the latest).
+The core's own answer for every op still arrives with the batches and is the authority: the
+saved set is exactly what it selects.
 
 Ids: the adapter names every value (``new_value_id``); that id is also the value's payload
 slot, the key of every live decision and of the stop frontier. The core's op numbering never
@@ -21,6 +22,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import deque
+from collections.abc import MutableMapping
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .live_plan import (
@@ -35,6 +37,7 @@ from .live_plan import (
     compile_live_plan,
 )
 from .request import CaptureRequest
+from .streaming import PayloadSpool, finish_streamed
 
 #: Events sent to the core per batch: large enough that the per-call cost vanishes, small
 #: enough that the pending events stay bounded. Selection never waits for a batch to fill: the
@@ -66,8 +69,16 @@ class CaptureSession:
             options.compute_input_output_distances,
             selector.arena() if selector is not None else None,
         )
-        #: Value id → the value kept as its payload (the public payloads of the trace).
-        self.payloads: Dict[int, Any] = {}
+        #: Value id → the value kept as its payload (the public payloads of the trace). Under
+        #: ``streaming=`` a :class:`~.streaming.PayloadSpool` that writes each value as it is held.
+        self.payloads: MutableMapping[int, Any] = {}
+        self.spool: Optional[PayloadSpool] = None
+        if request.streaming is not None and request.save.mode != "none":
+            from ..backends import get_backend
+
+            # Each held value is written at once, as ``trace.save`` would write it.
+            self.spool = PayloadSpool(request.streaming.target, get_backend(request.spec.name).payload_bytes)
+            self.payloads = self.spool
         #: Values every trace keeps whatever ``save=`` says (constants and buffers: replay reads
         #: them as leaves, and they are small).
         self.leaf_values: Set[int] = set()
@@ -405,7 +416,8 @@ class CaptureSession:
         save = self.request.save
         if save.mode == "selected":
             kept = (self.selected - self.missed) | self.leaf_values
-            self.payloads = {value_id: value for value_id, value in self.payloads.items() if value_id in kept}
+            for value_id in [value_id for value_id in self.payloads if value_id not in kept]:
+                del self.payloads[value_id]
             native_trace.keep_payloads(sorted(self.payloads))
             if not self.selected:
                 # warn ← finish ← the adapter's capture ← tl.trace ← the caller's line
@@ -421,6 +433,8 @@ class CaptureSession:
             payload_guard=payload_guard,
         )
         trace.facets = self.request.facets
+        if self.spool is not None:
+            finish_streamed(trace, self.spool, self.request.streaming.source_paths)
         if self.missed and save.mode == "selected":
             _warn_missed(trace, self.missed)
         if not trace.capture_verified:
@@ -438,6 +452,8 @@ class CaptureSession:
         if self._open:
             self._close()
             self._native.abandon()
+        if self.spool is not None:
+            self.spool.discard()
         self.payloads = {}
         self.selected.clear()
         self._undecided.clear()

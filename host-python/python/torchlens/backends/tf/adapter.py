@@ -16,7 +16,7 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
-from . import prescan, refusals
+from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
 from .dtypes import DENSE, neutral_name, tf_dtype
 
@@ -93,6 +93,10 @@ class TFAdapter(BackendProtocol):
             from .edits import LiveEdits
 
             edits = LiveEdits(request, self)
+        # A write or a draw the model's structure does not show: one graph-mode trace of the
+        # call after every other check and before it runs (or, when it cannot be traced, the
+        # guard installed below).
+        prescanned = prescan.eager_entry(model, request.args, request.kwargs)
         with CaptureSession(request) as session, Patches() as patches:
             recorder = Recorder(session)
             if mode == "object_module":
@@ -102,6 +106,7 @@ class TFAdapter(BackendProtocol):
                 session.module(0, ["self"], name, False, False)
                 recorder.module_ids[id(model)] = 0
             session.extra("provenance.module_identity_mode", mode)
+            session.extra("provenance.tf_prescan", prescanned)
             session.extra("provenance.param_source", "module" if recorder.params else "none")
             if built_here:
                 session.extra("provenance.tf_built_before_capture", "true")
@@ -110,6 +115,7 @@ class TFAdapter(BackendProtocol):
             if edits is not None:
                 edits.attach(session, recorder, patches)
             recorder.install(patches, model if mode == "object_module" else None)
+            guard.install(patches)
             root_wrapped = mode == "object_module" and is_keras_layer(model)
             if not root_wrapped:
                 session.enter(0)

@@ -3,8 +3,10 @@ such as a SavedModel signature, a Keras model whose ``call`` is a ``tf.function`
 concrete function is traced for the given inputs; its graph is walked in order and pruned to the
 ops the outputs depend on. Concrete values come from running each pure op eagerly through
 ``tf.raw_ops`` on its inputs' values (placeholders are the call's inputs and the function's
-captures); a stateful op (or one whose inputs have no value) is an opaque region, recorded
-without a value and replayed as unverified. There is no module attribution (``function_root``),
+captures); nested calls and the branch an ``If`` takes (its predicate's value) are walked in
+place; a ``While`` or ``Case`` is one control-flow region (its body is not walked for values) and
+a stateful op (or one whose inputs have no value) an opaque region, recorded without a value and
+replayed as unverified. There is no module attribution (``function_root``),
 and ``recurrence_detection`` is False (graph node names are one-shot sites)."""
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ _SKIPPED = {"NoOp", "Placeholder"}
 
 
 #: Control-flow op types: one region each (their branches and loop bodies are functions of
-#: their own), unverified with ``control_flow_region``.
+#: their own), unverified with ``control_flow_region``; an ``If`` whose predicate has a value is
+#: walked along its taken branch instead (``_taken_branch``).
 _CONTROL_FLOW = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
 
 
@@ -143,7 +146,10 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
             for op in graph.get_operations():
                 if op.name not in needed or op.type in _SKIPPED:
                     continue
-                if op.type in _CALLS and _inline(op, graph, walk, known, ids):
+                if op.type in _CALLS and _inline(op, graph, walk, known, ids, op.get_attr("f").name, 0):
+                    continue
+                branch = _taken_branch(op, known)
+                if branch is not None and _inline(op, graph, walk, known, ids, branch, 1):
                     continue
                 visit(op)
 
@@ -299,23 +305,37 @@ def _template(item: Any, op: Any, inputs: List[Any], ids: Dict[tuple, int]) -> A
     return item
 
 
-def _inline(op: Any, graph: Any, walk: Any, known: Dict[tuple, Any], ids: Dict[tuple, int]) -> bool:
-    """Walks a function-call op's callee in place: its placeholders are the call's inputs, its
-    outputs are the call's outputs. False when the callee cannot be read (the call is then one
-    opaque op)."""
+def _taken_branch(op: Any, known: Dict[tuple, Any]) -> Any:
+    """The name of the branch function an ``If`` (or ``StatelessIf``) op takes for this call,
+    when its predicate's value is known; None otherwise (the op stays one region)."""
+    if op.type not in ("If", "StatelessIf"):
+        return None
+    predicate = known.get(_key(op.inputs[0]))
+    if predicate is None or predicate.shape.rank != 0:
+        return None
+    return op.get_attr("then_branch" if bool(predicate) else "else_branch").name
+
+
+def _inline(
+    op: Any, graph: Any, walk: Any, known: Dict[tuple, Any], ids: Dict[tuple, int], name: str, first: int
+) -> bool:
+    """Walks a callee in place of the op calling it (a function call, or the branch an ``If``
+    takes): its placeholders are the op's inputs from ``first`` on, its outputs are the op's
+    outputs. False when the callee cannot be read (the op is then one region)."""
     from tensorflow.python.framework import function_def_to_graph
 
+    inputs = list(op.inputs)[first:]
     try:
-        callee = graph._get_function(op.get_attr("f").name)
+        callee = graph._get_function(name)
         definition = callee.cached_definition if hasattr(callee, "cached_definition") else callee.definition
         body = function_def_to_graph.function_def_to_graph(definition)
     except Exception:
         return False
-    if len(body.inputs) != len(op.inputs) or len(body.outputs) != len(op.outputs):
+    if len(body.inputs) != len(inputs) or len(body.outputs) != len(op.outputs):
         return False
     _CALLEES.append(body)
     del _CALLEES[:-64]
-    for placeholder, tensor in zip(body.inputs, op.inputs):
+    for placeholder, tensor in zip(body.inputs, inputs):
         if _key(tensor) in known:
             known[_key(placeholder)] = known[_key(tensor)]
         if _key(tensor) in ids:

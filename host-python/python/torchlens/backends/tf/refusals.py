@@ -1,11 +1,9 @@
 """What a TensorFlow capture refuses, each with a stable code and a remedy. Root, option and
-Keras-backend checks run before the model is called. Forward-time checks raise from the op
-callback, which TensorFlow calls after the op ran: a variable write or a random draw inside the
-forward has then already happened once, and the capture is abandoned (no trace is returned).
-
-Where it can, a variable write or a random draw is refused before the model runs instead
-(``prescan.py``: a Keras model called with ``training=True`` over layers that write or draw, and
-every op of a graph-only entry's traced graph).
+Keras-backend checks run before the model is called. A variable write or a random draw inside
+the forward is refused before anything changes: by the pre-run graph trace of the call
+(``prescan.py``), or, where the call cannot be traced, by the guard as the op is called
+(``guard.py``). The op callback, which TensorFlow calls after the op ran, is the last line (an
+op called through ``tf.raw_ops`` directly); the capture is then abandoned (no trace returned).
 
 The closed set of refusal codes lives in the core (``core-wasm/src/contract/codes.rs``); the
 facts only TensorFlow has carry ``tf_*`` codes."""

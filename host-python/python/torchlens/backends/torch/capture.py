@@ -142,6 +142,8 @@ class Capture(LiveEditHost):
         is about to change it (``protect`` copies it first). Its version counter is recorded, so a
         change made after the capture is detected, never served."""
         value = tensor.detach()
+        if self.session.spool is not None:
+            return value  # streamed: its bytes are written now, nothing is held to protect
         if value.is_inference():
             # Inference tensors (torch.inference_mode) keep no version counter: keep a copy.
             return value.clone()

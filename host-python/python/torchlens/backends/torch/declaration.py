@@ -45,6 +45,7 @@ SPEC = BackendSpec(
         save_grads=True,
         backward_ready=True,
         derived_grads=True,
+        streaming=True,
     ),
     capability_implementations={
         **package_implementations(),
@@ -59,6 +60,7 @@ SPEC = BackendSpec(
         "save_grads": implemented_by("torchlens.backends.torch.backward:BackwardArming"),
         "backward_ready": implemented_by("torchlens.backends.torch.backward:BackwardArming"),
         "derived_grads": implemented_by("torchlens.backends.torch.grads:derive"),
+        "streaming": implemented_by("torchlens.adapter_kit.streaming:PayloadSpool"),
     },
     # No option_values: the options the preview backends read (module_identity_mode,
     # payload_policy, jax_*) are inert inputs on torch, as the spec says, whatever their value.

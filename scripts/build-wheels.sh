@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds both wheels into dist/ from one component build, so they carry identical core bytes:
+# - torchlens-*-cp39-abi3-manylinux_*.whl: the pyo3 extension with the component embedded
+#   (the fast host); `auditwheel show` must call it manylinux-compliant.
+# - torchlens-*-py3-none-any.whl: the Python package plus the component file, run by the
+#   `wasmtime` package from PyPI (any platform that package supports; no compiler to install).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+python="${PYTHON:-$root/.venv/bin/python}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+./scripts/build-component.sh
+component="$target/wasm32-wasip2/release/torchlens_core.wasm"
+rm -f dist/torchlens-*.whl
+TORCHLENS_COMPONENT="$component" "$python" -m maturin build --quiet --release --out dist
+"$python" scripts/build_pure_wheel.py --component "$component" --out dist
+platform_wheel="$(ls dist/torchlens-*-abi3-*.whl)"
+"$python" -m auditwheel show "$platform_wheel"
+# `auditwheel show` exits 0 for a non-compliant wheel too; the tag must be a manylinux one it
+# agrees with.
+"$python" -m auditwheel show "$platform_wheel" | tr '\n' ' ' | grep -q 'is consistent with the following platform tag: "manylinux_'
+ls -l dist/torchlens-*.whl

@@ -186,9 +186,18 @@ class Trace:
         ]
         return layout["prefix"], placements, layout["file_length"]
 
-    def svg(self, collapsed: bool = False, expanded: Sequence[str] = ()) -> str:
-        view = ("collapsed", list(expanded)) if collapsed else ("full", None)
+    def svg(self, collapsed: bool = False, expanded: Sequence[str] = (), backward: bool = False) -> str:
+        if backward:
+            view = ("backward", None)
+        else:
+            view = ("collapsed", list(expanded)) if collapsed else ("full", None)
         return self._instance.checked("[method]trace.svg", self._handle, view)
+
+    def set_backward(self, graph: Optional[str] = None) -> None:
+        self._instance.checked("[method]trace.set-backward", self._handle, graph)
+
+    def backward_json(self) -> Optional[str]:
+        return self._call("backward")
 
     def body(self) -> bytes:
         return self._call("body")

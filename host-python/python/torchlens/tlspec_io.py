@@ -8,12 +8,12 @@ import datetime
 import json
 import mmap
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Tuple
 
 from ._core import core
+from .atomic_file import atomic_file
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
 from .trace import Trace
 
@@ -82,36 +82,23 @@ def write_tlspec(
         "extra": [("source_paths", source_paths), *extra],
     }
     prefix, placements, file_length = trace._native.encode(manifest)
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".tlspec-", suffix=".partial", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(prefix)
-            for _op, slot, label, offset, length, _dtype in placements:
-                at = out.tell()
-                written = copy_into(out, slot)
-                if written != length or at != offset:
-                    raise TlspecFormatError(
-                        f"payload {label} has {written} bytes at {at}, "
-                        f"the layout expects {length} at {offset}",
-                        "tlspec_payload_length_mismatch",
-                        "report this as a bug in the backend's payload codec",
-                    )
-            if out.tell() != file_length:
+    with atomic_file(path) as out:
+        out.write(prefix)
+        for _op, slot, label, offset, length, _dtype in placements:
+            at = out.tell()
+            written = copy_into(out, slot)
+            if written != length or at != offset:
                 raise TlspecFormatError(
-                    f"wrote {out.tell()} bytes, the layout expects {file_length}",
-                    "tlspec_length_mismatch",
-                    "report this as a bug",
+                    f"payload {label} has {written} bytes at {at}, the layout expects {length} at {offset}",
+                    "tlspec_payload_length_mismatch",
+                    "report this as a bug in the backend's payload codec",
                 )
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+        if out.tell() != file_length:
+            raise TlspecFormatError(
+                f"wrote {out.tell()} bytes, the layout expects {file_length}",
+                "tlspec_length_mismatch",
+                "report this as a bug",
+            )
     return manifest, placements
 
 

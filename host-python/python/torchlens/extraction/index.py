@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Dict, List, Optional
 
+from ..atomic_file import atomic_file
 from ..errors import ExtractionError
 from .shards import ShardRecord
 
@@ -109,19 +109,8 @@ def write_json_atomically(path: str, value: Dict[str, Any]) -> None:
     """Sorted keys and fixed indentation (the bytes depend only on the value), to a temporary
     file in the same folder, fsynced, then renamed."""
     text = json.dumps(value, sort_keys=True, indent=1) + "\n"
-    handle, temporary = tempfile.mkstemp(prefix=".json-", suffix=".partial", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    with atomic_file(path, "w", prefix=".json-") as stream:
+        stream.write(text)
 
 
 def read_json(path: str, what: str) -> Dict[str, Any]:

@@ -16,6 +16,7 @@ from models import battery
 from peak_memory import peak_growth
 
 import torchlens as tl
+from torchlens.adapter_kit.session import open_session_count
 from torchlens.errors import BackendUnsupportedError, UnsupportedError
 
 pytestmark = pytest.mark.torch
@@ -157,6 +158,11 @@ def test_streaming_options_are_checked_before_the_model_runs(tmp_path):
         tl.trace(model, x, streaming=str(tmp_path / "x.tlspec"))
     assert caught.value.code == "streaming_path_invalid"
     assert os.listdir(tmp_path) == ["bundle.tlspec"]
+    # A folder that does not exist: refused before the model runs, no core session left open.
+    with pytest.raises(UnsupportedError) as caught:
+        tl.trace(model, x, streaming=tl.StreamingOptions(path=str(tmp_path / "absent" / "x.tlspec")))
+    assert caught.value.code == "streaming_path_invalid"
+    assert open_session_count() == 0
 
 
 def test_a_backend_without_streaming_refuses_it(tmp_path):

@@ -55,10 +55,18 @@ class CaptureSession:
     """A capture in progress. Use it as a context manager: leaving the block by an exception
     (``KeyboardInterrupt`` included) abandons the core session and drops every payload."""
 
-    def __init__(self, request: CaptureRequest) -> None:
+    def __init__(
+        self, request: CaptureRequest, payload_bytes: Optional[Callable[[Any], memoryview]] = None
+    ) -> None:
         from .._core import core
 
         self.request = request
+        #: Under ``streaming=`` each held value is written at once, as ``trace.save`` would write
+        #: it (the adapter's ``payload_bytes``); opened before the core session, so a target that
+        #: cannot be written refuses with nothing started.
+        self.spool: Optional[PayloadSpool] = None
+        if request.streaming is not None and request.save.mode != "none":
+            self.spool = _open_spool(request, payload_bytes)
         options = request.options
         selector = request.save.selector if request.save.mode == "selected" else None
         if selector is not None and request.save.value_dependent:
@@ -71,14 +79,7 @@ class CaptureSession:
         )
         #: Value id → the value kept as its payload (the public payloads of the trace). Under
         #: ``streaming=`` a :class:`~.streaming.PayloadSpool` that writes each value as it is held.
-        self.payloads: MutableMapping[int, Any] = {}
-        self.spool: Optional[PayloadSpool] = None
-        if request.streaming is not None and request.save.mode != "none":
-            from ..backends import get_backend
-
-            # Each held value is written at once, as ``trace.save`` would write it.
-            self.spool = PayloadSpool(request.streaming.target, get_backend(request.spec.name).payload_bytes)
-            self.payloads = self.spool
+        self.payloads: MutableMapping[int, Any] = self.spool if self.spool is not None else {}
         #: Values every trace keeps whatever ``save=`` says (constants and buffers: replay reads
         #: them as leaves, and they are small).
         self.leaf_values: Set[int] = set()
@@ -475,6 +476,30 @@ class CaptureSession:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         if kind is not None:
             self.abort()
+
+
+def _open_spool(
+    request: CaptureRequest, payload_bytes: Optional[Callable[[Any], memoryview]]
+) -> PayloadSpool:
+    """The spool of a streamed capture, or a typed refusal."""
+    from ..errors import BackendUnsupportedError, UnsupportedError
+
+    if payload_bytes is None:
+        # The gate admitted streaming, but the adapter did not hand its payload codec over.
+        raise BackendUnsupportedError(
+            f"the {request.framework} adapter does not stream payloads",
+            "streaming_unsupported",
+            "save the trace with trace.save after the capture instead",
+            framework=request.framework,
+        )
+    try:
+        return PayloadSpool(request.streaming.target, payload_bytes)
+    except OSError as error:
+        raise UnsupportedError(
+            f"cannot write the streamed trace beside {request.streaming.target!r}: {error}",
+            "streaming_path_invalid",
+            "pass a path in an existing folder you can write to",
+        ) from error
 
 
 def _warn_missed(trace: Any, missed: Set[int]) -> None:

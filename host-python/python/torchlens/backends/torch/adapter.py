@@ -64,7 +64,7 @@ class TorchAdapter(BackendProtocol):
         if BackwardArming.wanted(request.save_grads, request.options.backward_ready, grad_rules):
             arming = BackwardArming(request.save_grads, grad_rules, self)
         edits = LiveEdits(request, self, _refuse, framework="torch") if LiveEdits.wanted(request) else None
-        with CaptureSession(request) as session, Patches() as patches:
+        with CaptureSession(request, self.payload_bytes) as session, Patches() as patches:
             capture = Capture(model, session, patches)
             capture.backward = arming
             capture.declare_model()

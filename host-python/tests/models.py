@@ -82,6 +82,19 @@ class SharedModule(nn.Module):
 GLOBAL_OFFSET = torch.arange(4, dtype=torch.float32)
 
 
+class Residual(nn.Module):
+    """A skip connection around two convolutions; ``relu`` is one module called twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 4, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.relu(x + self.conv2(self.relu(self.conv1(x))))
+
+
 class ReadsGlobal(nn.Module):
     def __init__(self) -> None:
         super().__init__()

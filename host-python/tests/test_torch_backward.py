@@ -15,6 +15,7 @@ from typing import Dict, List
 import pytest
 import torch
 import torch.nn as nn
+from models import Residual
 
 import torchlens as tl
 from torchlens.errors import BackendUnsupportedError, NotFoundError, SelectorMatchedNothingWarning
@@ -49,19 +50,6 @@ class Cnn(nn.Module):
     def forward(self, x):
         x = self.pool(self.act1(self.conv1(x)))
         return self.head(self.flat(self.act2(self.conv2(x))))
-
-
-class Residual(nn.Module):
-    """``relu`` is one module called twice: each call has its own gradient."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(4, 4, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
-
-    def forward(self, x):
-        return self.relu(x + self.conv2(self.relu(self.conv1(x))))
 
 
 class Attention(nn.Module):

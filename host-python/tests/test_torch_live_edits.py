@@ -7,23 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from models import InPlace
+from models import InPlace, Residual
 
 import torchlens as tl
 from torchlens.errors import BackendUnsupportedError, PatchError, UnsupportedError
 
 pytestmark = pytest.mark.torch
-
-
-class Residual(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(4, 4, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
-
-    def forward(self, x):
-        return self.relu(x + self.conv2(self.relu(self.conv1(x))))
 
 
 class Attention(nn.Module):

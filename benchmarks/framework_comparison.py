@@ -101,6 +101,9 @@ def main(battery: Battery, description: str, script: str, default_repeats: int =
     parser.add_argument(
         "--reference-timeout", type=float, default=180.0, help="seconds per reference function"
     )
+    parser.add_argument(
+        "--json", action="store_true", help="print ours and the reference's as one JSON object"
+    )
     arguments = parser.parse_args()
     if arguments.mode in ("ours", "reference"):
         print(json.dumps(measure(battery, arguments.repeats, arguments.mode == "reference", arguments.only)))
@@ -117,5 +120,12 @@ def main(battery: Battery, description: str, script: str, default_repeats: int =
             )
             reference[name] = answer.get(name, answer)
     ours = measure(battery, arguments.repeats, False)
+    if arguments.json:
+        print(
+            json.dumps(
+                {"framework": battery.describe(arguments.repeats), "ours": ours, "reference": reference}
+            )
+        )
+        return
     print(battery.describe(arguments.repeats))
     report(ours, reference)

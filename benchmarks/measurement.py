@@ -9,7 +9,7 @@ import os
 import statistics
 import subprocess
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 
 def timed(run: Callable[[], object], repeats: int) -> float:
@@ -22,6 +22,21 @@ def timed(run: Callable[[], object], repeats: int) -> float:
         run()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def interleaved(runs: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, float]:
+    """Median seconds of each run, measured in turns (one of each, then again): a machine that
+    slows down for a while slows every run alike, so ratios between them hold. One warm-up
+    each first."""
+    for run in runs.values():
+        run()
+    samples: Dict[str, list] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def measure_in_reference_python(

@@ -185,11 +185,26 @@ class CaptureSession:
         # The hot path of every capture: no helper calls per output.
         keep = keep and self._keep_outputs
         payloads = self.payloads
+        hold = self.hold
         described = []
         plan = self._plan
         if keep and self._plan_stale:
             plan = self._compile_plan()
         send_now = False
+        if keep and plan is None:
+            # Every value is kept (no narrow save=): nothing to decide per output.
+            for value_id, value, shape, dtype in outputs:
+                payloads[value_id] = hold(value_id, value)
+                described.append((value_id, shape, dtype, value_id))
+            self._op_count += len(described)
+            self._native.op(func, parents, described, in_place, attributes, source)
+            if self._windows and self._windows[0][0] <= self._op_count:
+                self.flush()
+                return
+            self._unsent += 1
+            if self._unsent >= EVENTS_PER_BATCH:
+                self.flush()
+            return
         for value_id, value, shape, dtype in outputs:
             self._op_count += 1
             if not keep:
@@ -208,7 +223,7 @@ class CaptureSession:
                     self.selected.add(value_id)
                 else:
                     send_now |= self._wait(value_id, value, answer, func, plan)
-            payloads[value_id] = self.hold(value_id, value)
+            payloads[value_id] = hold(value_id, value)
             described.append((value_id, shape, dtype, value_id))
         self._native.op(func, parents, described, in_place, attributes, source)
         if send_now or (self._windows and self._windows[0][0] <= self._op_count):
@@ -280,11 +295,18 @@ class CaptureSession:
             self._root_entered = True
             self._call_counts[module_id] = 1
         else:
-            number = self._call_counts.get(module_id, 0) + 1
-            self._call_counts[module_id] = number
-            self._open_calls.setdefault(module_id, []).append(number)
+            call_counts = self._call_counts
+            number = call_counts.get(module_id, 0) + 1
+            call_counts[module_id] = number
+            calls = self._open_calls.get(module_id)
+            if calls is None:
+                self._open_calls[module_id] = [number]
+            else:
+                calls.append(number)
             self._depth += 1
-        self._sent()
+        self._unsent += 1
+        if self._unsent >= EVENTS_PER_BATCH:
+            self.flush()
 
     def exit(self, module_id: int, outputs: List[int], values: Optional[Sequence[Any]] = None) -> None:
         """A module call ends, returning the values ``outputs`` (``values``, when given, are
@@ -299,8 +321,13 @@ class CaptureSession:
                 call_number = calls.pop()
             self._depth -= 1
         plan = self._plan
+        if plan is None:
+            self._unsent += 1
+            if self._unsent >= EVENTS_PER_BATCH:
+                self.flush()
+            return
         # A call a module boundary term matches: the core answers for its outputs now.
-        if plan is not None and plan.boundaries and plan.is_boundary(module_id, call_number, is_root):
+        if plan.boundaries and plan.is_boundary(module_id, call_number, is_root):
             self.flush()
             if values is not None and self.missed:
                 for value_id, value in zip(outputs, values):

@@ -64,6 +64,25 @@ class _RecordingMode(TorchFunctionMode):
         return capture.record(func, args, kwargs, out)
 
 
+def _module_tree(root: torch.nn.Module) -> List[Tuple[str, torch.nn.Module]]:
+    """Every module under ``root`` with its address, in ``named_modules`` order (parents before
+    children, children in registration order), a shared module once per address; a loop over
+    ``_modules`` rather than ``named_modules``' recursive generators, which cost a tenth of a
+    millisecond per trace on a fifty-layer model."""
+    found = []
+    stack: List[Tuple[str, torch.nn.Module]] = [("", root)]
+    while stack:
+        name, module = stack.pop()
+        found.append((name, module))
+        children = module._modules
+        if children:
+            prefix = f"{name}." if name else ""
+            for child_name, child in reversed(children.items()):
+                if child is not None:
+                    stack.append((prefix + child_name, child))
+    return found
+
+
 def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
     """Tensors inside nested tuples, lists and dicts, with their paths."""
     return named_arrays(value, torch.Tensor, path)
@@ -258,7 +277,7 @@ class Capture(LiveEditHost):
             return
         addresses: Dict[int, List[str]] = {}
         modules: List[Tuple[str, torch.nn.Module]] = []
-        for name, module in self.model.named_modules(remove_duplicate=False):
+        for name, module in _module_tree(self.model):
             known = addresses.get(id(module))
             if known is None:
                 addresses[id(module)] = [name or "self"]
@@ -277,25 +296,22 @@ class Capture(LiveEditHost):
                 isinstance(module, containers),
                 module.training,
             )
-        seen = set()
+        pinned = self.pinned
         for name, module in modules:
+            if not module._parameters:
+                continue
             prefix = f"{name}." if name else ""
             module_id = self.module_ids[id(module)]
             for parameter_name, param in module._parameters.items():
-                if param is None or id(param) in seen:
-                    continue
-                seen.add(id(param))
+                if param is None or id(param) in pinned:
+                    continue  # a parameter shared by several modules is declared once
                 value_id = self._tag_lasting(param)
+                dtype = name_of(param.dtype)
                 self.params[value_id] = param
                 self.param_tensors[prefix + parameter_name] = param
-                self.param_dtypes[value_id] = name_of(param.dtype)
+                self.param_dtypes[value_id] = dtype
                 session.param(
-                    value_id,
-                    prefix + parameter_name,
-                    module_id,
-                    tuple(param.shape),
-                    name_of(param.dtype),
-                    param.requires_grad,
+                    value_id, prefix + parameter_name, module_id, param.shape, dtype, param.requires_grad
                 )
             for buffer_name, buffer in module._buffers.items():
                 if buffer is not None:

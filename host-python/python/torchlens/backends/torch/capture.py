@@ -5,7 +5,6 @@ removed again, also when the forward raises or is interrupted."""
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import os
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from torchlens.adapter_kit import CaptureSession, Patches
+from torchlens.adapter_kit.argument_names import argument_names
 from torchlens.adapter_kit.live_edits import LiveEditHost, LiveEdits
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from torchlens.adapter_kit.source_location import SourceLocator
@@ -285,37 +285,50 @@ class Capture(LiveEditHost):
             else:
                 known.append(name or "self")
         containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
+        module_ids = self.module_ids
+        declared_modules = []
         for _name, module in modules:
-            module_id = len(self.module_ids)
-            self.module_ids[id(module)] = module_id
-            self.addresses[module_id] = addresses[id(module)][0]
-            session.module(
-                module_id,
-                addresses[id(module)],
-                type(module).__name__,
-                isinstance(module, containers),
-                module.training,
+            module_id = len(module_ids)
+            module_ids[id(module)] = module_id
+            names = addresses[id(module)]
+            self.addresses[module_id] = names[0]
+            declared_modules.append(
+                (module_id, names, type(module).__name__, isinstance(module, containers), module.training)
             )
         pinned = self.pinned
+        declared_params = []
+        new_value_id = session.new_value_id
         for name, module in modules:
-            if not module._parameters:
+            if module._parameters:
+                prefix = f"{name}." if name else ""
+                module_id = module_ids[id(module)]
+                for parameter_name, param in module._parameters.items():
+                    if param is None or id(param) in pinned:
+                        continue  # a parameter shared by several modules is declared once
+                    # Parameters outlive the capture: pinned (see the ids section), never tagged.
+                    value_id = new_value_id()
+                    pinned[id(param)] = (param, value_id)
+                    dtype = NAMES.get(param.dtype) or name_of(param.dtype)
+                    self.params[value_id] = param
+                    self.param_tensors[prefix + parameter_name] = param
+                    self.param_dtypes[value_id] = dtype
+                    declared_params.append(
+                        (
+                            value_id,
+                            prefix + parameter_name,
+                            module_id,
+                            param.shape,
+                            dtype,
+                            param.requires_grad,
+                        )
+                    )
+            if not module._buffers:
                 continue
             prefix = f"{name}." if name else ""
-            module_id = self.module_ids[id(module)]
-            for parameter_name, param in module._parameters.items():
-                if param is None or id(param) in pinned:
-                    continue  # a parameter shared by several modules is declared once
-                value_id = self._tag_lasting(param)
-                dtype = name_of(param.dtype)
-                self.params[value_id] = param
-                self.param_tensors[prefix + parameter_name] = param
-                self.param_dtypes[value_id] = dtype
-                session.param(
-                    value_id, prefix + parameter_name, module_id, param.shape, dtype, param.requires_grad
-                )
             for buffer_name, buffer in module._buffers.items():
                 if buffer is not None:
                     self.buffer_addresses.setdefault(id(buffer), prefix + buffer_name)
+        session.declare(declared_modules, declared_params)
 
     def declare_inputs(self, args: tuple, kwargs: dict) -> None:
         found: List[Tuple[str, torch.Tensor]] = []
@@ -335,18 +348,7 @@ class Capture(LiveEditHost):
 
     def _argument_names(self, args: tuple, kwargs: dict) -> List[str]:
         forward = getattr(self.model, "forward", self.model)
-        try:
-            parameters = list(inspect.signature(forward).parameters.values())
-        except (TypeError, ValueError):
-            parameters = []
-        names = []
-        for index in range(len(args)):
-            parameter = parameters[index] if index < len(parameters) else None
-            if parameter is None or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-                names.append(f"args.{index}")
-            else:
-                names.append(parameter.name)
-        return names + list(kwargs)
+        return argument_names(forward, len(args)) + list(kwargs)
 
     def declare_outputs(self, output: Any) -> None:
         for path, tensor in flatten(output, "output"):

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 from ._core import core
 from .atomic_file import atomic_file
+from .collector_pause import collector_paused
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
 from .trace import Trace
 
@@ -154,7 +155,9 @@ def load(
     Any file it cannot read raises :class:`~torchlens.errors.TlspecFormatError` (or its
     subclass ``TlspecVersionError``), with the core's stable code."""
     try:
-        return _load(path, backend, hints, verify)
+        # A large trace's ops arrive as many small objects at once (see collector_pause).
+        with collector_paused():
+            return _load(path, backend, hints, verify)
     except (LimitExceededError, InvalidTraceError) as error:
         raise TlspecFormatError(error.message, error.code, error.remedy) from error
 

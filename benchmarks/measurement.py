@@ -24,18 +24,21 @@ def timed(run: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def interleaved(runs: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, float]:
-    """Median seconds of each run, measured in turns (one of each, then again): a machine that
-    slows down for a while slows every run alike, so ratios between them hold. One warm-up
-    each first."""
+def interleaved(runs: Dict[str, Callable[[], object]], repeats: int, block: int = 1) -> Dict[str, float]:
+    """Median seconds per call of each run, measured in turns (a block of ``block`` calls of
+    each, then again): a machine that slows down for a while slows every run alike, so ratios
+    between them hold. Within a block the calls run back to back, so work one call leaves
+    behind (a garbage collection its allocations trigger) is paid inside its own block rather
+    than by whichever call happens to come next. One warm-up each first."""
     for run in runs.values():
         run()
     samples: Dict[str, list] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             start = time.perf_counter()
-            run()
-            samples[name].append(time.perf_counter() - start)
+            for _ in range(block):
+                run()
+            samples[name].append((time.perf_counter() - start) / block)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Tuple
 
 import torch
 import torch.nn as nn
@@ -145,13 +146,17 @@ def models():
     ]
 
 
-def runs_for(call, repeats: int, budget: float = 2.0) -> int:
-    """Timed runs for one model: at least ``repeats``, more for models that take microseconds
-    (up to about ``budget`` seconds), so their medians settle too."""
+def runs_for(call, repeats: int, budget: float = 2.0) -> Tuple[int, int]:
+    """(turns, calls per turn) for one model: at least ``repeats`` turns; a model that takes
+    microseconds runs in blocks of about 20 ms (so the work a trace leaves behind, such as a
+    garbage collection, lands in its own block) and in more turns, up to about ``budget``
+    seconds, so its medians settle too."""
     start = time.perf_counter()
     call()
-    once = time.perf_counter() - start
-    return max(repeats, min(301, int(budget / max(once, 1e-6))))
+    once = max(time.perf_counter() - start, 1e-6)
+    block = max(1, int(0.02 / once))
+    turns = max(repeats, min(101, int(budget / (once * block))))
+    return turns, block
 
 
 def measure_ours(repeats: int) -> dict:
@@ -168,7 +173,8 @@ def measure_ours(repeats: int) -> dict:
                     model, x, save=tl.func("relu") | tl.func("linear")
                 ),
             }
-            timings = interleaved(runs, runs_for(runs["full"], repeats))
+            turns, block = runs_for(runs["full"], repeats)
+            timings = interleaved(runs, turns, block)
         results[name] = {"ops": len(trace), **timings}
     return results
 
@@ -185,7 +191,8 @@ def measure_reference(repeats: int) -> dict:
                 "full": lambda model=model, x=x: reference.trace(model, x),
             }
             # The reference is slow per op: fewer timed runs keep a comparison within minutes.
-            timings = interleaved(runs, max(3, runs_for(runs["full"], repeats, budget=1.0) // 3))
+            turns, block = runs_for(runs["full"], repeats, budget=1.0)
+            timings = interleaved(runs, max(3, turns // 3), block)
         results[name] = {"ops": ops, **timings}
     return results
 

@@ -75,12 +75,6 @@ def measure_one(ops: int, tlspec: str) -> dict:
             start = time.perf_counter()
             subprocess.run([tlspec, "--json", "inspect", path], capture_output=True, check=True)
             cli_seconds = time.perf_counter() - start
-        gc.collect()
-        before = resident_bytes()
-        full = tl.trace(model, x)
-        gc.collect()
-        full_bytes = resident_bytes() - before
-        del full
     return {
         "ops": recorded,
         "capture_s": capture_seconds,
@@ -88,9 +82,38 @@ def measure_one(ops: int, tlspec: str) -> dict:
         "load_s": load_seconds,
         "cli_inspect_s": cli_seconds,
         "metadata_bytes_per_op": metadata_bytes / recorded,
-        "saved_all_bytes_per_op": full_bytes / recorded,
         "file_bytes_per_op": file_bytes / recorded,
     }
+
+
+def measure_saved_all(ops: int) -> dict:
+    """Memory of a trace that saves every value (metadata and payloads), in a process of its own
+    (the core's memory, once grown, is reused by a later trace and would hide it)."""
+    import torch
+
+    import torchlens as tl
+
+    torch.set_num_threads(1)
+    x = torch.randn(4)
+
+    class Loop(torch.nn.Module):
+        def __init__(self, steps: int) -> None:
+            super().__init__()
+            self.steps = steps
+
+        def forward(self, x):
+            for _ in range(self.steps):
+                x = torch.relu(x) + 1
+            return x
+
+    with torch.no_grad():
+        tl.trace(Loop(10), x)
+        gc.collect()
+        model = Loop(ops // 2)
+        before = resident_bytes()
+        trace = tl.trace(model, x)
+        gc.collect()
+        return {"saved_all_bytes_per_op": (resident_bytes() - before) / len(trace)}
 
 
 def slope(rows: List[dict], key: str) -> float:
@@ -111,7 +134,15 @@ def measure(sizes: List[int], tlspec: str) -> dict:
             text=True,
             check=True,
         )
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        done = subprocess.run(
+            [sys.executable, __file__, "--one-saved-all", str(ops)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        row.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        rows.append(row)
     slopes = {key: slope(rows, key) for key in ("capture_s", "save_s", "load_s", "cli_inspect_s")}
     return {"rows": rows, "slopes": slopes}
 
@@ -138,8 +169,12 @@ def main() -> None:
     parser.add_argument("--tlspec", default="target/release/tlspec", help="the CLI binary")
     parser.add_argument("--ops", type=int, nargs="+", default=[10_000, 30_000, 100_000])
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--one-saved-all", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     arguments = parser.parse_args()
+    if arguments.one_saved_all is not None:
+        print(json.dumps(measure_saved_all(arguments.one_saved_all)))
+        return
     if arguments.one is not None:
         print(json.dumps(measure_one(arguments.one, arguments.tlspec)))
         return

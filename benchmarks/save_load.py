@@ -243,12 +243,15 @@ def report(figures: dict, reference: Optional[dict]) -> None:
         else:
             print(
                 f"  {'reference 2.36.1 save':<34}{reference_ms:>9.1f} ms"
-                f" ({reference['bytes'] / MB:.0f} MB; ours is {reference_ms / figures['save_new_ms']:.1f}x faster)"
+                f" ({reference['bytes'] / MB:.0f} MB;"
+                f" ours is {reference_ms / figures['save_new_ms']:.1f}x faster)"
             )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reference-python", help="a Python with the reference torchlens 2.36.1")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--mode", choices=["ours", "reference", "compare"], default="compare")

@@ -40,7 +40,7 @@ pub use decode::{
 };
 pub use dtype_map::{storage_dtype, StorageDtype};
 pub use encode::{encode_layout, encode_with_payloads, EncodedLayout, PayloadPlacement};
-pub use integrity::{crc_table_bytes, crc_table_entries, CRC_TABLE_ENTRY_BYTES};
+pub use integrity::{crc32, crc_table_bytes, crc_table_entries, CRC_TABLE_ENTRY_BYTES};
 pub use limits::{Limits, MAX_RANK};
 pub use manifest::{Manifest, SOURCE_PATHS_KEY};
 pub use validate::validate_trace;

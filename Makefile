@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
+.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -153,6 +153,13 @@ benchmark-streaming: python-package
 benchmark-extraction: python-package
 	$(PYTHON) benchmarks/extraction.py
 
+## benchmark-save: trace.save of resnet18 batch 8 (every op saved, ~268 MB) to a new path and
+## over the same path, with its phases, peak memory above the trace's, tl.load and reading every
+## value back (and the reference's save, if REFERENCE_PYTHON names a Python with torchlens
+## 2.36.1). `--json` prints one JSON object.
+benchmark-save: python-package
+	$(PYTHON) benchmarks/save_load.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
+
 ## benchmark-hosts: capture cost per op and save/load throughput under the native host and the
 ## wasmtime-py host, each in its own process, on the torch_overhead.py models.
 benchmark-hosts: python-package
@@ -172,7 +179,7 @@ bench-all: reference-venv
 		--tlspec target/release/tlspec --write docs/performance.md
 
 ## bench-everything: bench-all and every benchmark above, one after the other.
-bench-everything: bench-all bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
+bench-everything: bench-all bench benchmark-save benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

@@ -54,6 +54,106 @@ pub fn header_with(logical: &str, extra_tensors: &str, body_len: u64) -> String 
     )
 }
 
+/// A version 2 header (its `body_crc32` need not match: every table case is refused while the
+/// header is read, before the body is checked) with a zero body of 8 bytes, a `uint8` payload
+/// `a`, and further metadata keys and tensor entries (JSON members).
+pub fn v2_header_with(extra_metadata: &[(&str, &str)], extra_tensors: &str) -> String {
+    let mut metadata = serde_json::json!({
+        "format": "tlspec",
+        "format_version": "2",
+        "body_crc32": "0",
+        "logical_dtypes": "{\"a\":\"uint8\"}",
+    });
+    for (key, value) in extra_metadata {
+        metadata[*key] = serde_json::Value::String(value.to_string());
+    }
+    format!(
+        r#"{{"__metadata__":{metadata},"__torchlens_body__":{{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}{extra_tensors}}}"#
+    )
+}
+
+/// The payload CRC-32 table cases: each one refused while the header is read, none allocating
+/// for what a table declares.
+fn crc_table_cases() -> Vec<HostileFile> {
+    let a = r#","a":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}"#;
+    let table = |shape: &str, start: u64, end: u64| {
+        format!(
+            r#","__torchlens_payload_crc32__":{{"dtype":"U32","shape":[{shape}],"data_offsets":[{start},{end}]}}"#
+        )
+    };
+    let v2 =
+        |tensors: String, data: usize| raw_file(&v2_header_with(&[], &tensors), &vec![0; data]);
+    let a_first = r#","a":{"dtype":"U8","shape":[4],"data_offsets":[12,16]}"#;
+    vec![
+        case(
+            "crc_table_not_last",
+            v2(format!("{}{a_first}", table("1", 8, 12)), 16),
+            "tlspec_payload_mismatch",
+        ),
+        case(
+            "crc_table_longer_than_the_payloads",
+            v2(format!("{a}{}", table("2", 12, 20)), 20),
+            "tlspec_payload_mismatch",
+        ),
+        case(
+            "crc_table_shorter_than_the_payloads",
+            v2(format!("{a}{}", table("0", 12, 12)), 12),
+            "tlspec_payload_mismatch",
+        ),
+        case(
+            "crc_table_not_u32",
+            v2(
+                format!(
+                    r#"{a},"__torchlens_payload_crc32__":{{"dtype":"U8","shape":[4],"data_offsets":[12,16]}}"#
+                ),
+                16,
+            ),
+            "tlspec_payload_mismatch",
+        ),
+        case(
+            "crc_table_of_rank_2",
+            v2(
+                format!(
+                    r#"{a},"__torchlens_payload_crc32__":{{"dtype":"U32","shape":[1,1],"data_offsets":[12,16]}}"#
+                ),
+                16,
+            ),
+            "tlspec_payload_mismatch",
+        ),
+        case(
+            "crc_table_and_payload_crc32",
+            raw_file(
+                &v2_header_with(
+                    &[("payload_crc32", "{\"a\":1}")],
+                    &format!("{a}{}", table("1", 12, 16)),
+                ),
+                &[0; 16],
+            ),
+            "tlspec_manifest_invalid",
+        ),
+        case(
+            "crc_table_in_a_version_1_file",
+            raw_file(
+                &header_with(
+                    "{\"a\":\"uint8\"}",
+                    &format!("{a}{}", table("1", 12, 16)),
+                    8,
+                ),
+                &[0; 16],
+            ),
+            "tlspec_payload_mismatch",
+        ),
+        case(
+            "crc_table_declares_2_pow_40_entries",
+            v2(
+                format!("{a}{}", table("1099511627776", 12, 12 + (4u64 << 40))),
+                16,
+            ),
+            "tlspec_truncated",
+        ),
+    ]
+}
+
 /// An input and two float32 ops, no payloads.
 pub fn small_trace() -> torchlens_core::Trace {
     let step = || Step {
@@ -295,6 +395,7 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         changed[index] = value;
         files.push(case(name, changed, code));
     }
+    files.extend(crc_table_cases());
     files
 }
 

@@ -1,5 +1,5 @@
 //! Interop: a `.tlspec` written by the core opens with Python's `safetensors` package and
-//! yields the payloads by op label.
+//! yields the payloads by op label, and the payload CRC-32 table as a `uint32` array.
 //!
 //! Runs the interpreter named by `TORCHLENS_PYTHON` (default `<repo>/.venv/bin/python`). A
 //! missing interpreter or package fails the test: this check must not silently disappear.
@@ -13,7 +13,7 @@ use support::{chain_trace, Step};
 use torchlens_core::tlspec;
 
 const SCRIPT: &str = r#"
-import json, struct, sys
+import json, struct, sys, zlib
 import numpy as np
 from safetensors import safe_open
 
@@ -57,6 +57,22 @@ for label, spec in expected.items():
     got = raw[data_start + start : data_start + end]
     assert got.hex() == spec["hex"], (label, got.hex(), spec["hex"])
     assert logical[label] == "bfloat16", logical[label]
+
+# The payload CRC-32 table: a U32 tensor, last in the file, one zlib CRC-32 per payload in
+# file order (it may start unaligned: numpy reads it all the same).
+table_name = "__torchlens_payload_crc32__"
+assert table_name in names and table_name not in logical, names
+payloads = sorted(
+    (entry["data_offsets"], label)
+    for label, entry in header.items()
+    if label not in ("__metadata__", "__torchlens_body__", table_name)
+)
+assert header[table_name]["data_offsets"][1] == len(raw) - data_start, header[table_name]
+with safe_open(path, framework="numpy") as handle:
+    table = handle.get_tensor(table_name)
+assert table.dtype == np.uint32 and table.shape == (len(payloads),), (table.dtype, table.shape)
+crcs = [zlib.crc32(raw[data_start + start : data_start + end]) for (start, end), _ in payloads]
+assert table.tolist() == crcs, (table.tolist(), crcs)
 print("ok", len(expected))
 "#;
 

@@ -49,7 +49,36 @@ fn check_round_trip(original: &Trace, file: &[u8]) -> HeaderInfo {
         assert_eq!(entry.dtype, op.dtype.name());
     }
     assert_eq!(header.file_length, file.len() as u64);
+    check_crc_table(&header, file);
     header
+}
+
+/// A file with payloads ends with their CRC-32 table: one entry per payload, in file order,
+/// each the CRC-32 of that payload's bytes.
+fn check_crc_table(header: &HeaderInfo, file: &[u8]) {
+    let Some(offset) = header.crc_table_offset else {
+        assert!(
+            header.payloads.is_empty(),
+            "a file with payloads has a CRC-32 table"
+        );
+        return;
+    };
+    let table = &file[offset as usize..];
+    assert_eq!(
+        table.len(),
+        4 * header.payloads.len(),
+        "the table ends the file"
+    );
+    let recorded: Vec<u32> = tlspec::crc_table_entries(table).collect();
+    let actual: Vec<u32> = header
+        .payloads
+        .iter()
+        .map(|entry| {
+            crc32fast::hash(&file[entry.offset as usize..(entry.offset + entry.length) as usize])
+        })
+        .collect();
+    assert_eq!(recorded, actual);
+    assert!(header.manifest.payload_checksums.is_empty());
 }
 
 #[test]
@@ -134,7 +163,12 @@ fn payloads_are_aligned_to_their_element_size() {
         assert_eq!(placement.offset % item.min(8), 0, "{}", placement.dtype);
         offset += placement.length;
     }
-    assert_eq!(offset, layout.file_length);
+    // The CRC-32 table follows the last payload and ends the file.
+    assert_eq!(layout.crc_table_offset, Some(offset));
+    assert_eq!(
+        offset + 4 * layout.payloads.len() as u64,
+        layout.file_length
+    );
 }
 
 #[test]
@@ -204,10 +238,14 @@ fn layout_prefix_plus_payloads_is_the_file_and_encoding_is_deterministic() {
     let layout = tlspec::encode_layout(&trace, &manifest()).expect("lays out");
     let payloads = payloads_for(&trace);
     let mut assembled = layout.prefix.clone();
+    let mut crcs = Vec::new();
     for placement in &layout.payloads {
         assert_eq!(placement.offset, assembled.len() as u64);
         assembled.extend_from_slice(&payloads[&placement.slot]);
+        crcs.push(crc32fast::hash(&payloads[&placement.slot]));
     }
+    assert_eq!(layout.crc_table_offset, Some(assembled.len() as u64));
+    assembled.extend(tlspec::crc_table_bytes(crcs));
     assert_eq!(assembled.len() as u64, layout.file_length);
     assert_eq!(assembled, encode(&trace));
     assert_eq!(encode(&trace), encode(&trace));
@@ -352,6 +390,19 @@ fn payload_checksums_round_trip_and_cover_every_payload() {
     let mut expected = with_checksums.payload_checksums.clone();
     expected.sort();
     assert_eq!(header.manifest.payload_checksums, expected);
+    // Checksums given up front go to the manifest (as before the table), never both.
+    assert_eq!(header.crc_table_offset, None);
+    assert_eq!(
+        tlspec::encode_layout(&trace, &with_checksums)
+            .expect("lays out")
+            .crc_table_offset,
+        None
+    );
+    let payload_end = header
+        .payloads
+        .last()
+        .map(|entry| entry.offset + entry.length);
+    assert_eq!(payload_end, Some(file.len() as u64));
 
     let missing_one = Manifest {
         payload_checksums: with_checksums.payload_checksums[..1].to_vec(),
@@ -377,4 +428,92 @@ fn payload_checksums_round_trip_and_cover_every_payload() {
     forged[at + 2..at + quoted.len() - 2].fill(b'q');
     let error = tlspec::decode_file(&forged).unwrap_err();
     assert_eq!(error.code, "tlspec_payload_mismatch");
+}
+
+#[test]
+fn a_v2_file_with_payload_crc32_from_before_the_table_still_decodes() {
+    // Written by the Python package before the CRC-32 table existed (torch: float32, bfloat16
+    // and bool payloads, checksums in the manifest).
+    let path = format!(
+        "{}/../fuzz/seeds/decode_tlspec/valid_v2_manifest_crc32.tlspec",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let file = std::fs::read(path).expect("fixture");
+    let (header, trace) = tlspec::decode_file(&file).expect("decodes");
+    assert_eq!(header.format_version, 2);
+    assert_eq!(header.crc_table_offset, None);
+    assert_eq!(header.payloads.len(), 5);
+    let recorded: HashMap<&str, u32> = header
+        .manifest
+        .payload_checksums
+        .iter()
+        .map(|(label, crc)| (label.as_str(), *crc))
+        .collect();
+    for entry in &header.payloads {
+        let bytes = &file[entry.offset as usize..(entry.offset + entry.length) as usize];
+        assert_eq!(
+            recorded[entry.label.as_str()],
+            crc32fast::hash(bytes),
+            "{}",
+            entry.label
+        );
+    }
+    assert_eq!(
+        trace.ops.iter().filter(|op| op.payload.is_some()).count(),
+        5
+    );
+}
+
+#[test]
+fn the_crc_table_is_the_last_tensor_and_only_the_host_reads_it() {
+    let steps = [
+        Step {
+            dtype: "bool",
+            shape: vec![3],
+            payload: true,
+        },
+        Step {
+            dtype: "float64",
+            shape: vec![2],
+            payload: true,
+        },
+    ];
+    let trace = chain_trace(&steps, true);
+    let file = encode(&trace);
+    let (header, _) = tlspec::decode_file(&file).expect("decodes");
+    let offset = header.crc_table_offset.expect("a table") as usize;
+    // The table follows the bool payload, the last one: 4-byte entries need not be aligned.
+    let last = header.payloads.last().expect("payloads");
+    assert_eq!(last.dtype, "bool");
+    assert_eq!(offset as u64, last.offset + last.length);
+    // It is not a payload: not in the payload table, not in logical_dtypes.
+    assert!(header
+        .payloads
+        .iter()
+        .all(|entry| !entry.label.starts_with("__torchlens_")));
+    let reference = safetensors::SafeTensors::deserialize(&file).expect("valid safetensors");
+    let table = reference
+        .tensor(tlspec::CRC_TABLE_TENSOR)
+        .expect("a tensor by name");
+    assert_eq!(table.dtype(), safetensors::Dtype::U32);
+    assert_eq!(table.shape(), [header.payloads.len()]);
+    assert_eq!(table.data(), &file[offset..]);
+    // Damage to a payload or to the table still decodes (payload bytes are the host's to
+    // check), but the table then disagrees with the bytes.
+    for position in [header.payloads[0].offset as usize, offset + 1] {
+        let mut damaged = file.clone();
+        damaged[position] ^= 0x01;
+        let (header, _) = tlspec::decode_file(&damaged).expect("decodes");
+        let recorded: Vec<u32> = tlspec::crc_table_entries(&damaged[offset..]).collect();
+        let actual: Vec<u32> = header
+            .payloads
+            .iter()
+            .map(|entry| {
+                crc32fast::hash(
+                    &damaged[entry.offset as usize..(entry.offset + entry.length) as usize],
+                )
+            })
+            .collect();
+        assert_ne!(recorded, actual);
+    }
 }

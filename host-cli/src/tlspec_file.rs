@@ -5,6 +5,7 @@
 
 use crate::error::CliError;
 use crate::exit_status::ExitStatus;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -123,6 +124,37 @@ impl OpenedTrace {
         })
     }
 
+    /// The payload CRC-32 table, by payload label, when the file has one. The core checked
+    /// that it holds one 4-byte entry per payload (so its size is bounded by the header's), in
+    /// the order of `header.payloads`.
+    pub fn crc_table(&mut self) -> Result<Option<BTreeMap<String, u32>>, CliError> {
+        let Some(offset) = self.header.crc_table_offset else {
+            return Ok(None);
+        };
+        let length = 4 * self.header.payloads.len() as u64;
+        if offset
+            .checked_add(length)
+            .is_none_or(|end| end > self.file_length)
+        {
+            return Err(CliError::new(
+                ExitStatus::InvalidFile,
+                "tlspec_payload_out_of_range",
+                "the payload CRC-32 table lies beyond the end of the file",
+                "the file is damaged; save the trace again from its source",
+            ));
+        }
+        let mut table = vec![0u8; length as usize];
+        read_exact_at(&mut self.file, &self.path, offset, &mut table)?;
+        Ok(Some(
+            self.header
+                .payloads
+                .iter()
+                .map(|entry| entry.label.clone())
+                .zip(crc_table_entries(&table))
+                .collect(),
+        ))
+    }
+
     /// Every op of the trace, fetched from the core in pages.
     pub fn ops(&self, core: &mut CoreInstance) -> Result<Vec<wit::OpInfo>, CliError> {
         const PAGE: u32 = 4096;
@@ -156,4 +188,12 @@ impl PayloadReader<'_> {
         self.left -= take as u64;
         Ok(take)
     }
+}
+
+/// The entries of a payload CRC-32 table: little-endian `u32`s (the format's own reader lives
+/// in the core, which the CLI reaches only through the sandbox).
+fn crc_table_entries(table: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    table
+        .chunks_exact(4)
+        .map(|entry| u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]))
 }

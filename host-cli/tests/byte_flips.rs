@@ -1,5 +1,7 @@
 //! Every byte of a small valid `.tlspec` (format version 2, payload checksums recorded) is
-//! checked: changing any one of them makes `tlspec check` fail.
+//! checked: changing any one of them makes `tlspec check` fail. Both ways a file records its
+//! payload checksums are flipped through: the CRC-32 table at the end (what writers write now)
+//! and the manifest's `payload_crc32` (files written before the table).
 
 #[path = "../../core-wasm/tests/hostile_corpus.rs"]
 mod hostile_corpus;
@@ -8,8 +10,8 @@ use std::path::Path;
 use std::process::Command;
 use torchlens_core::tlspec;
 
-/// The corpus's valid file, written again with a CRC-32 for every payload.
-fn file_with_payload_checksums() -> Vec<u8> {
+/// The corpus's valid file, written again with a CRC-32 for every payload in the manifest.
+fn file_with_manifest_checksums() -> Vec<u8> {
     let valid = hostile_corpus::valid_file();
     let (header, trace) = tlspec::decode_file(&valid).expect("the base file is valid");
     let bytes_of = |slot: u64| {
@@ -44,17 +46,16 @@ fn check(path: &Path) -> i32 {
         .expect("tlspec exits by itself")
 }
 
-#[test]
-fn check_fails_for_a_change_to_any_byte() {
+/// Flips one bit of each byte of `good` in turn; every change must make `check` fail.
+fn every_flip_fails_check(name: &str, good: &[u8]) {
     let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join("byte-flips");
     std::fs::create_dir_all(&folder).expect("folder");
-    let good = file_with_payload_checksums();
-    let path = folder.join("file.tlspec");
-    std::fs::write(&path, &good).expect("write");
+    let path = folder.join(format!("{name}.tlspec"));
+    std::fs::write(&path, good).expect("write");
     assert_eq!(check(&path), 0, "the unchanged file passes");
     let mut passed = Vec::new();
     for index in 0..good.len() {
-        let mut damaged = good.clone();
+        let mut damaged = good.to_vec();
         damaged[index] ^= 0x01;
         std::fs::write(&path, &damaged).expect("write");
         if check(&path) == 0 {
@@ -63,8 +64,24 @@ fn check_fails_for_a_change_to_any_byte() {
     }
     assert!(
         passed.is_empty(),
-        "{} of {} one-bit changes passed check, at offsets {passed:?}",
+        "{name}: {} of {} one-bit changes passed check, at offsets {passed:?}",
         passed.len(),
         good.len()
     );
+}
+
+#[test]
+fn check_fails_for_a_change_to_any_byte_of_a_file_with_the_crc_table() {
+    let good = hostile_corpus::valid_file();
+    let (header, _) = tlspec::decode_file(&good).expect("valid");
+    assert!(header.crc_table_offset.is_some());
+    every_flip_fails_check("table", &good);
+}
+
+#[test]
+fn check_fails_for_a_change_to_any_byte_of_a_file_with_manifest_checksums() {
+    let good = file_with_manifest_checksums();
+    let (header, _) = tlspec::decode_file(&good).expect("valid");
+    assert!(header.crc_table_offset.is_none());
+    every_flip_fails_check("manifest", &good);
 }

@@ -25,17 +25,29 @@ fn steps(dtypes: &[&'static str]) -> Vec<Step> {
         .collect()
 }
 
-/// Writes `trace` with pattern payloads and their CRC-32s, as the Python package does.
-fn write_with_checksums(trace: &Trace, path: &Path) -> Vec<u8> {
+/// Where a file records its payloads' CRC-32s.
+#[derive(Debug, Clone, Copy)]
+enum Checksums {
+    /// The payload CRC-32 table at the end of the file, as the Python package writes it.
+    Table,
+    /// The manifest's `payload_crc32`, as files written before the table have it.
+    Manifest,
+}
+
+/// Writes `trace` with pattern payloads and their CRC-32s in the `form` given.
+fn write_with_checksums(trace: &Trace, path: &Path, form: Checksums) -> Vec<u8> {
     let payloads = payloads_for(trace);
-    let checksums = trace
-        .ops
-        .iter()
-        .filter_map(|op| {
-            let slot = op.payload?;
-            Some((op.label.clone(), crc32fast::hash(&payloads[&slot])))
-        })
-        .collect();
+    let checksums = match form {
+        Checksums::Table => Vec::new(),
+        Checksums::Manifest => trace
+            .ops
+            .iter()
+            .filter_map(|op| {
+                let slot = op.payload?;
+                Some((op.label.clone(), crc32fast::hash(&payloads[&slot])))
+            })
+            .collect(),
+    };
     let with_checksums = Manifest {
         payload_checksums: checksums,
         ..manifest()
@@ -49,14 +61,18 @@ fn write_with_checksums(trace: &Trace, path: &Path) -> Vec<u8> {
 }
 
 fn sample(folder: &Path) -> (Trace, PathBuf, Vec<u8>) {
+    sample_with(folder, Checksums::Table)
+}
+
+fn sample_with(folder: &Path, form: Checksums) -> (Trace, PathBuf, Vec<u8>) {
     let trace = chain_trace(
         &steps(&[
             "float32", "bfloat16", "int64", "float32", "float64", "float16",
         ]),
         true,
     );
-    let path = folder.join("sample.tlspec");
-    let bytes = write_with_checksums(&trace, &path);
+    let path = folder.join(format!("sample-{form:?}.tlspec"));
+    let bytes = write_with_checksums(&trace, &path, form);
     (trace, path, bytes)
 }
 
@@ -78,6 +94,11 @@ fn inspect_reports_counts_versions_and_bytes_by_dtype() {
     let saved = trace.ops.iter().filter(|op| op.payload.is_some()).count();
     assert_eq!(json["payloads"], saved);
     assert_eq!(json["payloads_with_checksum"], saved);
+    let table = tlspec::decode_file(&std::fs::read(&path).expect("read"))
+        .expect("decodes")
+        .0
+        .crc_table_offset;
+    assert_eq!(json["crc_table_offset"], table.expect("a table"));
     // Six elements each: float32 (input + two ops) 3 × 24, bfloat16 12, int64 48, ...
     assert_eq!(json["bytes_by_dtype"]["float32"]["payloads"], 3);
     assert_eq!(json["bytes_by_dtype"]["float32"]["bytes"], 72);
@@ -90,10 +111,16 @@ fn inspect_reports_counts_versions_and_bytes_by_dtype() {
         human.stdout
     );
     assert!(
-        human.stdout.contains("CRC-32 for 7 payloads"),
+        human.stdout.contains("CRC-32 for 7 payloads (table)"),
         "{}",
         human.stdout
     );
+    let (_, legacy, _) = sample_with(&folder, Checksums::Manifest);
+    let run = tlspec(&["--json", "inspect", text(&legacy)], LIMIT);
+    assert_eq!(run.json()["payloads_with_checksum"], saved);
+    assert!(run.json()["crc_table_offset"].is_null());
+    let human = tlspec(&["inspect", text(&legacy)], LIMIT);
+    assert!(human.stdout.contains("CRC-32 for 7 payloads (manifest)"));
 }
 
 #[test]
@@ -146,41 +173,81 @@ fn ops_filters_with_selector_expressions() {
 #[test]
 fn check_verifies_every_payload_and_finds_a_flipped_byte() {
     let folder = scratch("check");
-    let (_, path, bytes) = sample(&folder);
-    let run = tlspec(&["--json", "check", text(&path)], LIMIT);
-    assert_eq!(run.code, 0, "{}", run.stdout);
-    let json = run.json();
-    assert_eq!(json["structure"], "ok");
-    assert_eq!(json["verified"], json["payloads"]);
-    assert_eq!(json["mismatched"].as_array().map(Vec::len), Some(0));
+    for (form, source) in [
+        (Checksums::Table, "table"),
+        (Checksums::Manifest, "manifest"),
+    ] {
+        let (_, path, bytes) = sample_with(&folder, form);
+        let run = tlspec(&["--json", "check", text(&path)], LIMIT);
+        assert_eq!(run.code, 0, "{}", run.stdout);
+        let json = run.json();
+        assert_eq!(json["structure"], "ok");
+        assert_eq!(json["checksums"], source);
+        assert_eq!(json["verified"], json["payloads"]);
+        assert_eq!(json["mismatched"].as_array().map(Vec::len), Some(0));
 
+        let (header, _) = tlspec::decode_file(&bytes).expect("valid");
+        let victim = &header.payloads[2];
+        let mut damaged = bytes.clone();
+        damaged[victim.offset as usize + 1] ^= 0x40;
+        let damaged_path = folder.join(format!("damaged-{form:?}.tlspec"));
+        std::fs::write(&damaged_path, damaged).expect("write");
+        let run = tlspec(&["--json", "check", text(&damaged_path)], LIMIT);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        let json = run.json();
+        assert_eq!(json["mismatched"][0]["label"], victim.label.as_str());
+        assert_eq!(json["mismatched"].as_array().map(Vec::len), Some(1));
+        let human = tlspec(&["check", text(&damaged_path)], LIMIT);
+        assert!(human
+            .stdout
+            .contains(&format!("DAMAGED     {}", victim.label)));
+    }
+}
+
+#[test]
+fn check_reads_the_crc_table_in_payload_order() {
+    let folder = scratch("check-table");
+    let (_, _, bytes) = sample(&folder);
     let (header, _) = tlspec::decode_file(&bytes).expect("valid");
-    let victim = &header.payloads[2];
+    let table = header.crc_table_offset.expect("a table") as usize;
+    // A changed table entry: the payload it names is reported, the others still match.
     let mut damaged = bytes.clone();
-    damaged[victim.offset as usize + 1] ^= 0x40;
-    let damaged_path = folder.join("damaged.tlspec");
-    std::fs::write(&damaged_path, damaged).expect("write");
-    let run = tlspec(&["--json", "check", text(&damaged_path)], LIMIT);
+    damaged[table + 4 * 3] ^= 0x01;
+    let path = folder.join("table-damaged.tlspec");
+    std::fs::write(&path, damaged).expect("write");
+    let run = tlspec(&["--json", "check", text(&path)], LIMIT);
     assert_eq!(run.code, 1, "{}", run.stdout);
     let json = run.json();
-    assert_eq!(json["mismatched"][0]["label"], victim.label.as_str());
     assert_eq!(json["mismatched"].as_array().map(Vec::len), Some(1));
-    let human = tlspec(&["check", text(&damaged_path)], LIMIT);
-    assert!(human
-        .stdout
-        .contains(&format!("DAMAGED     {}", victim.label)));
+    assert_eq!(
+        json["mismatched"][0]["label"],
+        header.payloads[3].label.as_str()
+    );
+    assert_eq!(json["verified"], header.payloads.len() - 1);
 }
 
 #[test]
 fn check_without_recorded_checksums_says_so() {
+    // Version 1, written before any payload checksum: its three payloads are checked for
+    // bounds only.
     let folder = scratch("check-unrecorded");
     let path = folder.join("plain.tlspec");
-    std::fs::write(&path, hostile_corpus::valid_file()).expect("write");
+    let seed = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/seeds/decode_tlspec/valid_demo.tlspec"
+    );
+    std::fs::copy(seed, &path).expect("copy");
     let run = tlspec(&["--json", "check", text(&path)], LIMIT);
     assert_eq!(run.code, 0);
     let json = run.json();
+    assert_eq!(json["checksums"], "none");
     assert_eq!(json["verified"], 0);
-    assert_eq!(json["unrecorded"].as_array().map(Vec::len), Some(3));
+    let payloads = json["payloads"].as_u64().expect("a count");
+    assert!(payloads > 0);
+    assert_eq!(
+        json["unrecorded"].as_array().map(|list| list.len() as u64),
+        Some(payloads)
+    );
 }
 
 #[test]
@@ -282,7 +349,7 @@ fn diff_matches_ops_by_site_and_reports_value_and_structure_changes() {
     });
     let longer = chain_trace(&longer_steps, true);
     let longer_path = folder.join("longer.tlspec");
-    write_with_checksums(&longer, &longer_path);
+    write_with_checksums(&longer, &longer_path, Checksums::Table);
     let run = tlspec(&["--json", "diff", text(&path), text(&longer_path)], LIMIT);
     assert_eq!(run.code, 1);
     let kinds: Vec<String> = run.json()["differences"]
@@ -306,7 +373,7 @@ fn help_lists_the_exit_statuses() {
 }
 
 /// A chain trace with the backward pass torch would record and the gradient of its two compute
-/// ops saved, written with every payload's CRC-32.
+/// ops saved, written with every payload's CRC-32 (in the table).
 fn sample_with_backward(folder: &Path) -> (Trace, PathBuf) {
     use torchlens_core::model::{BackwardGraph, GradFnNode, SavedGrad};
     let mut trace = chain_trace(&steps(&["float32", "float32"]), true);
@@ -336,22 +403,10 @@ fn sample_with_backward(folder: &Path) -> (Trace, PathBuf) {
         ],
     });
     let mut payloads = payloads_for(&trace);
-    let mut checksums: Vec<(String, u32)> = trace
-        .ops
-        .iter()
-        .filter_map(|op| Some((op.label.clone(), crc32fast::hash(&payloads[&op.payload?]))))
-        .collect();
     for op in [1u32, 2] {
-        let bytes = vec![op as u8; 24];
-        let label = format!("grad/{}", trace.ops[op as usize].label);
-        checksums.push((label, crc32fast::hash(&bytes)));
-        payloads.insert(grad_slot + u64::from(op), bytes);
+        payloads.insert(grad_slot + u64::from(op), vec![op as u8; 24]);
     }
-    let with_checksums = Manifest {
-        payload_checksums: checksums,
-        ..manifest()
-    };
-    let bytes = tlspec::encode_with_payloads(&trace, &with_checksums, |slot| {
+    let bytes = tlspec::encode_with_payloads(&trace, &manifest(), |slot| {
         payloads.get(&slot).map(Vec::as_slice)
     })
     .expect("encodes");

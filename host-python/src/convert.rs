@@ -246,6 +246,7 @@ pub fn header_info<'py>(py: Python<'py>, info: &wit::HeaderInfo) -> PyResult<Bou
         })
         .collect();
     dict.set_item("payloads", payloads)?;
+    dict.set_item("crc_table_offset", info.crc_table_offset)?;
     Ok(dict.into_any())
 }
 

@@ -174,12 +174,12 @@ impl Trace {
     }
 
     /// The `.tlspec` layout: `(prefix bytes, [(op, slot, label, offset, length, dtype)],
-    /// file length)`.
+    /// offset of the payload CRC-32 table or None, file length)`.
     fn encode<'py>(
         &self,
         py: Python<'py>,
         manifest: &Bound<'py, PyAny>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Vec<PlacementRow>, u64)> {
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<PlacementRow>, Option<u64>, u64)> {
         let manifest = convert::manifest(manifest)?;
         let handle = self.handle;
         let layout = self
@@ -203,6 +203,7 @@ impl Trace {
         Ok((
             PyBytes::new(py, &layout.prefix),
             placements,
+            layout.crc_table_offset,
             layout.file_length,
         ))
     }

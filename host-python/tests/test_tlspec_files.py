@@ -88,11 +88,17 @@ def test_every_payload_carries_a_crc32_of_its_bytes(tmp_path):
     trace = tl.trace(SmallCnn().eval(), torch.randn(1, 3, 8, 8))
     path = tmp_path / "cnn.tlspec"
     trace.save(str(path))
+    # The payload CRC-32 table: the last tensor, one uint32 per payload in file order.
+    table_name = "__torchlens_payload_crc32__"
+    data = path.read_bytes()
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
     with safe_open(str(path), framework="pt") as handle:
-        checksums = json.loads(handle.metadata()["payload_crc32"])
-        payload_labels = set(handle.keys()) - {"__torchlens_body__"}
-        assert set(checksums) == payload_labels and payload_labels
-        for label, crc in checksums.items():
+        assert "payload_crc32" not in handle.metadata()
+        payload_labels = set(handle.keys()) - {"__torchlens_body__", table_name}
+        in_file_order = sorted(payload_labels, key=lambda label: header[label]["data_offsets"])
+        table = handle.get_tensor(table_name)
+        assert table.dtype == torch.uint32 and table.shape == (len(in_file_order),) and payload_labels
+        for label, crc in zip(in_file_order, table.tolist()):
             assert zlib.crc32(bits(handle.get_tensor(label))) == crc, label
 
 

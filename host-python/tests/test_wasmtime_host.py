@@ -105,7 +105,9 @@ def test_tlspec_layout_and_decode_agree_under_both_hosts():
         trace.keep_payloads([1])
         layouts.append(trace.encode(manifest))
     assert layouts[1] == layouts[0]
-    prefix, placements, file_length = layouts[0]
+    prefix, placements, crc_table_offset, file_length = layouts[0]
+    # One payload kept: the payload CRC-32 table (4 bytes) follows it and ends the file.
+    assert crc_table_offset == placements[-1][3] + placements[-1][4] == file_length - 4
     header_length = native.tlspec_header_length(prefix[:8])
     assert pure.tlspec_header_length(prefix[:8]) == header_length
     header = prefix[: 8 + header_length]

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use torchlens_core::demo_model::demo_events;
 use torchlens_core::events::EventBatch;
+use torchlens_core::tlspec;
 use torchlens_host_runtime::{default_component_path, wit, CoreRuntime, HostError, SandboxLimits};
 
 /// The demo's stand-in activations: float32 values derived from the payload slot.
@@ -74,8 +75,13 @@ fn run(out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|placement| payload_bytes(placement.slot, placement.length))
         .collect();
+    // The payload CRC-32 table follows the payloads: one CRC-32 of each payload's bytes.
+    let crc_table = tlspec::crc_table_bytes(payloads.iter().map(|bytes| tlspec::crc32(bytes)));
     let mut parts: Vec<&[u8]> = vec![&layout.prefix];
     parts.extend(payloads.iter().map(Vec::as_slice));
+    if layout.crc_table_offset.is_some() {
+        parts.push(&crc_table);
+    }
     let path = out_dir.join("demo.tlspec");
     write_atomically(&path, &parts)?;
     println!(

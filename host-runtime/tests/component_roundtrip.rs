@@ -115,12 +115,20 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
         );
     }
 
-    // Write the file as a host does: prefix, then each payload at its offset.
+    assert_eq!(layout.crc_table_offset, native.crc_table_offset);
+
+    // Write the file as a host does: prefix, then each payload at its offset, then the
+    // payload CRC-32 table.
     let mut file = layout.prefix.clone();
+    let mut crcs = Vec::new();
     for placement in &layout.payloads {
         assert_eq!(file.len() as u64, placement.offset);
-        file.extend(payload_bytes(placement.slot, placement.length));
+        let bytes = payload_bytes(placement.slot, placement.length);
+        crcs.push(tlspec::crc32(&bytes));
+        file.extend(bytes);
     }
+    assert_eq!(Some(file.len() as u64), layout.crc_table_offset);
+    file.extend(tlspec::crc_table_bytes(crcs));
     assert_eq!(file.len() as u64, layout.file_length);
 
     // Read it back through the component: header first, then the body.
@@ -129,6 +137,7 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
     let info = core.parse_tlspec_header(header, file.len() as u64).unwrap();
     assert_eq!(info.manifest.backend, "demo");
     assert_eq!(info.format_version, 2);
+    assert_eq!(info.crc_table_offset, layout.crc_table_offset);
     let body = &file[info.body_offset as usize..(info.body_offset + info.body_length) as usize];
     let (_, decoded) = core.decode_tlspec(header, body, file.len() as u64).unwrap();
     let (_, native_decoded) = tlspec::decode_file(&file).unwrap();

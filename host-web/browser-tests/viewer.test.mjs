@@ -241,6 +241,10 @@ describe("the browser viewer", () => {
 
   it("opens a trace written by the Python package and shows an image-like value", async () => {
     assert.equal(await openFile(join(fixtures, "torch.tlspec")), "ready");
+    // The package's file ends with its payload CRC-32 table, which is no saved value.
+    const written = JSON.parse(readFileSync(join(fixtures, "torch.tlspec.json"), "utf8"));
+    assert.ok(written.crc_table, "the Python package writes the payload CRC-32 table");
+    assert.match(await page.textContent("#status"), new RegExp(`· ${written.saved} saved values`));
     const boxes = (await nodes()).filter((node) => node.kind === "module").map((node) => node.label);
     assert.ok(boxes.includes("features:1"), `module boxes: ${boxes}`);
     const count = (await nodes()).length;

@@ -1,5 +1,7 @@
 """Writes a .tlspec of a small real torch model with the torchlens Python package, for the
-viewer's browser tests: nested modules, an image-like convolution output and a recurrent cell.
+viewer's browser tests: nested modules, an image-like convolution output and a recurrent cell,
+and next to it ``<path>.json``: how many values it saved and whether it has a payload CRC-32
+table.
 With a second path it also writes the same model traced with ``save_grads=True`` after a
 ``loss.backward()`` (a file with a backward pass), and next to it ``<path>.json``: the grad_fn
 labels and gradient edges the viewer must draw.
@@ -8,6 +10,7 @@ labels and gradient edges the viewer must draw.
 """
 
 import json
+import struct
 import sys
 
 import torch
@@ -48,6 +51,14 @@ def main(path):
     image = torch.randn(2, 1, 16, 16)
     trace = tl.trace(model, image)
     trace.save(path)
+    # What the page must show, and whether the file ends with the payload CRC-32 table (the
+    # viewer must not count it as a value).
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    expected = {"saved": len(trace.saved_ops), "crc_table": "__torchlens_payload_crc32__" in header}
+    with open(f"{path}.json", "w", encoding="utf-8") as handle:
+        json.dump(expected, handle)
     print(f"wrote {path}: {len(trace.ops)} ops")
 
 

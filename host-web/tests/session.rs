@@ -202,3 +202,38 @@ fn search_by_influence_lists_the_hand_computed_reachability() {
         assert_eq!(result.count, expected.len());
     }
 }
+
+#[test]
+fn the_payload_crc32_table_is_not_a_value_and_older_files_open_alike() {
+    // The demo file ends with the payload CRC-32 table, which the page neither counts as a
+    // saved value nor reads (checksums are `tlspec check`'s and `tl.load(verify=True)`'s).
+    let file = demo_file().unwrap();
+    let session = open(&file).unwrap();
+    let (header, _) = torchlens_core::tlspec::decode_file(&file).unwrap();
+    let table = header.crc_table_offset.expect("the demo file has a table");
+    let overview = session.overview();
+    assert_eq!(overview.counts.saved, header.payloads.len());
+    assert_eq!(
+        overview.payload_bytes,
+        table - header.body_offset - header.body_length,
+        "payload bytes end where the table starts"
+    );
+    assert_eq!(
+        overview.file_length,
+        table + 4 * header.payloads.len() as u64
+    );
+    // A file written before the table (checksums in the manifest's payload_crc32) opens the
+    // same way; the viewer shows neither form of checksum.
+    let legacy = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/seeds/decode_tlspec/valid_v2_manifest_crc32.tlspec"
+    ))
+    .unwrap();
+    let session = open(&legacy).unwrap();
+    let overview = session.overview();
+    assert_eq!(overview.counts.saved, 5);
+    assert!(overview
+        .manifest
+        .iter()
+        .all(|(key, _)| key != "payload_crc32" && !key.starts_with("__torchlens_")));
+}

@@ -424,6 +424,7 @@ pub fn encoded_layout(layout: EncodedLayout) -> wit::EncodedLayout {
                 dtype: placement.dtype,
             })
             .collect(),
+        crc_table_offset: layout.crc_table_offset,
         file_length: layout.file_length,
     }
 }
@@ -446,6 +447,7 @@ pub fn header_info(info: HeaderInfo) -> wit::HeaderInfo {
                 length: entry.length,
             })
             .collect(),
+        crc_table_offset: info.crc_table_offset,
     }
 }
 

@@ -9,7 +9,10 @@ use super::integrity;
 use super::limits::{Limits, MAX_RANK};
 use super::manifest::Manifest;
 use super::validate::validate_trace;
-use super::{BODY_TENSOR, FORMAT, FORMAT_VERSION, OLDEST_READABLE_VERSION, RESERVED_TENSOR_PREFIX};
+use super::{
+    BODY_TENSOR, CRC_TABLE_TENSOR, FORMAT, FORMAT_VERSION, OLDEST_READABLE_VERSION,
+    RESERVED_TENSOR_PREFIX,
+};
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::model::{BackwardGraph, Trace, GRAD_TENSOR_PREFIX};
@@ -45,6 +48,11 @@ pub struct HeaderInfo {
     pub body_length: u64,
     /// Payloads in file order; after [`decode_body`], an op's payload slot is its index here.
     pub payloads: Vec<PayloadEntry>,
+    /// Absolute offset of the payload CRC-32 table (`__torchlens_payload_crc32__`: one
+    /// little-endian CRC-32 per entry of `payloads`, in that order, 4 bytes each), when the
+    /// file has one. Files written before the table carry `manifest.payload_checksums`
+    /// instead; a file never has both.
+    pub crc_table_offset: Option<u64>,
     pub file_length: u64,
     /// The file's format version (1 or 2).
     pub format_version: u32,
@@ -336,6 +344,8 @@ fn interpret(
         ));
     }
     let data_start = 8 + json_length;
+    let mut tensors: Vec<Checked> = tensors.collect();
+    let crc_table = take_crc_table(&mut tensors, format_version, &manifest)?;
     if let Some((label, _)) = manifest
         .payload_checksums
         .iter()
@@ -385,12 +395,55 @@ fn interpret(
         body_offset: data_start + body.start,
         body_length,
         payloads,
+        crc_table_offset: crc_table.map(|table| data_start + table.start),
         file_length,
         format_version,
         // Filled in by `parse_header_with`, which holds the header bytes.
         header_crc32: 0,
         body_crc32,
     })
+}
+
+/// Takes the payload CRC-32 table out of `tensors` (the data's tensors after the body, sorted
+/// by offset) and checks it: only in v2 files, the last tensor, `U32` of rank 1 with one entry
+/// per remaining tensor, and never together with the manifest's `payload_crc32`.
+fn take_crc_table(
+    tensors: &mut Vec<Checked>,
+    format_version: u32,
+    manifest: &Manifest,
+) -> CoreResult<Option<Checked>> {
+    let Some(position) = tensors
+        .iter()
+        .position(|tensor| tensor.name == CRC_TABLE_TENSOR)
+    else {
+        return Ok(None);
+    };
+    if format_version < 2 {
+        return Err(payload_mismatch(format!(
+            "a version {format_version} file holds `{CRC_TABLE_TENSOR}`, which only version 2 has"
+        )));
+    }
+    if position + 1 != tensors.len() {
+        return Err(payload_mismatch(format!(
+            "`{CRC_TABLE_TENSOR}` is not the last tensor of the data"
+        )));
+    }
+    let table = tensors.remove(position);
+    let payloads = tensors.len() as u64;
+    if table.dtype != "U32" || table.shape.len() != 1 || table.shape[0] != payloads {
+        return Err(payload_mismatch(format!(
+            "`{CRC_TABLE_TENSOR}` is {} {:?}, but the file has {payloads} payloads (U32 [{payloads}] expected)",
+            table.dtype, table.shape
+        )));
+    }
+    if !manifest.payload_checksums.is_empty() {
+        return Err(malformed(
+            "tlspec_manifest_invalid",
+            format!("the file holds `{CRC_TABLE_TENSOR}` and the manifest's payload_crc32 too (a writer records one or the other)"),
+            REMEDY_DAMAGED,
+        ));
+    }
+    Ok(Some(table))
 }
 
 /// Checks that a payload's stored dtype and shape are how its logical dtype is stored.

@@ -7,7 +7,7 @@ use super::limits::{Limits, MAX_RANK};
 use super::manifest::Manifest;
 use super::source_paths;
 use super::validate::validate_trace;
-use super::{BODY_TENSOR, FORMAT_VERSION, RESERVED_TENSOR_PREFIX};
+use super::{BODY_TENSOR, CRC_TABLE_TENSOR, FORMAT_VERSION, RESERVED_TENSOR_PREFIX};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::events::PayloadSlot;
 use crate::model::{Trace, GRAD_TENSOR_PREFIX};
@@ -32,7 +32,8 @@ pub struct PayloadPlacement {
     pub dtype: String,
 }
 
-/// A laid-out file: write `prefix`, then each payload's bytes in `payloads` order.
+/// A laid-out file: write `prefix`, then each payload's bytes in `payloads` order, then (when
+/// `crc_table_offset` is set) the payload CRC-32 table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncodedLayout {
     /// 8-byte LE header length, header JSON and the body tensor: everything before the first
@@ -40,6 +41,12 @@ pub struct EncodedLayout {
     pub prefix: Vec<u8>,
     /// Payload placements in file order (contiguous, the first at `prefix.len()`).
     pub payloads: Vec<PayloadPlacement>,
+    /// Absolute offset of the payload CRC-32 table, right after the last payload: the host
+    /// writes there one little-endian CRC-32 per placement, in `payloads` order
+    /// ([`super::crc_table_bytes`]), computed over the bytes it wrote. `None` when the file has
+    /// no payloads or the manifest carries the checksums (`payload_checksums`, the form written
+    /// before the table).
+    pub crc_table_offset: Option<u64>,
     /// Total length of the finished file.
     pub file_length: u64,
 }
@@ -85,10 +92,6 @@ fn encode_error(code: &'static str, message: String, remedy: &'static str) -> Co
     CoreError::new(ErrorKind::InvalidTrace, code, message, remedy)
 }
 
-/// Lays out a `.tlspec` for `trace`: validates the trace, encodes the body and the header, and
-/// places each op's payload. Payloads are ordered by alignment (largest first, as safetensors
-/// does), then by op id, and the body is zero-padded to 8 bytes, so every payload starts at an
-/// offset aligned to its element size (up to 8) and hosts can map it without copying.
 /// Checksums, when given, name each saved payload exactly once.
 fn check_checksums_cover<V>(
     checksums: &[(String, u32)],
@@ -117,6 +120,11 @@ fn check_checksums_cover<V>(
     ))
 }
 
+/// Lays out a `.tlspec` for `trace`: validates the trace, encodes the body and the header, and
+/// places each op's payload, then the payload CRC-32 table. Payloads are ordered by alignment
+/// (largest first, as safetensors does), then by op id, and the body is zero-padded to 8
+/// bytes, so every payload starts at an offset aligned to its element size (up to 8) and hosts
+/// can map it without copying; the table (4-byte entries) follows the last payload.
 pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLayout> {
     validate_trace(trace)?;
     // Sources rewritten for sharing (`source_paths` in the manifest's extra keys), on a copy:
@@ -156,6 +164,11 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
         data_offsets: (0, body_length),
     });
     let mut end = body_length;
+    // The CRC-32 table goes last, so the host checksums each payload as it writes it. A writer
+    // that gives the checksums up front gets the manifest key instead (readable by readers
+    // built before the table).
+    let with_table = manifest.payload_checksums.is_empty() && !pending.is_empty();
+    let table_shape = [pending.len() as u64];
     for payload in &pending {
         let start = end;
         end = start.checked_add(payload.length).ok_or_else(too_large)?;
@@ -166,6 +179,20 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
             data_offsets: (start, end),
         });
         logical_dtypes.insert(payload.label.as_ref(), payload.logical);
+    }
+    let payloads_end = end;
+    if with_table {
+        let start = end;
+        end = table_shape[0]
+            .checked_mul(integrity::CRC_TABLE_ENTRY_BYTES)
+            .and_then(|length| start.checked_add(length))
+            .ok_or_else(too_large)?;
+        tensors.push(TensorOut {
+            name: CRC_TABLE_TENSOR,
+            dtype: "U32",
+            shape: &table_shape,
+            data_offsets: (start, end),
+        });
     }
     check_checksums_cover(&manifest.payload_checksums, &logical_dtypes)?;
     let logical_json = serde_json::to_string(&logical_dtypes).map_err(json_bug)?;
@@ -216,6 +243,7 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
     Ok(EncodedLayout {
         prefix,
         payloads,
+        crc_table_offset: with_table.then_some(data_start + payloads_end),
         file_length,
     })
 }
@@ -294,8 +322,9 @@ fn json_bug(error: serde_json::Error) -> CoreError {
 }
 
 /// Encodes a whole file in memory, asking `payload_bytes` for each op's payload by slot (for
-/// tests, benches and small traces). Errors with `tlspec_payload_missing` when a slot has no
-/// bytes and `tlspec_length_mismatch` when its length disagrees with the op's shape and dtype.
+/// tests, benches and small traces), and fills the payload CRC-32 table from the bytes it
+/// copies. Errors with `tlspec_payload_missing` when a slot has no bytes and
+/// `tlspec_length_mismatch` when its length disagrees with the op's shape and dtype.
 pub fn encode_with_payloads<'a>(
     trace: &Trace,
     manifest: &Manifest,
@@ -305,6 +334,7 @@ pub fn encode_with_payloads<'a>(
     let capacity = usize::try_from(layout.file_length).map_err(|_| too_large())?;
     let mut file = Vec::with_capacity(capacity);
     file.extend_from_slice(&layout.prefix);
+    let mut crcs = Vec::with_capacity(layout.payloads.len());
     for placement in &layout.payloads {
         let bytes = payload_bytes(placement.slot).ok_or_else(|| {
             CoreError::new(
@@ -331,6 +361,10 @@ pub fn encode_with_payloads<'a>(
             ));
         }
         file.extend_from_slice(bytes);
+        crcs.push(integrity::crc32(bytes));
+    }
+    if layout.crc_table_offset.is_some() {
+        file.extend(integrity::crc_table_bytes(crcs));
     }
     Ok(file)
 }

@@ -1,10 +1,15 @@
-//! The v2 checksums that cover every byte before the payloads.
+//! The v2 checksums: every byte before the payloads, and the payloads themselves.
 //!
 //! - `body_crc32` (manifest): CRC-32 of the body tensor after its check block (the postcard
 //!   body and its zero padding).
 //! - The check block (the body tensor's first 8 bytes): the CRC-32 of the file's first `8 + n`
 //!   bytes (length field, header JSON, padding spaces) as a little-endian `u32`, then 4 bytes
 //!   reserved for later revisions, zero in v2.
+//! - The payload CRC-32 table (the `__torchlens_payload_crc32__` tensor, last in the file): one
+//!   little-endian CRC-32 per payload, in file order. It comes after the payloads so a writer
+//!   checksums each payload while writing it and writes the table at the end; the header only
+//!   declares its size (4 bytes per payload), known before any payload is written. Files
+//!   written before the table carry the manifest's `payload_crc32` instead.
 //!
 //! The header names the body checksum and the body names the header checksum, so neither
 //! checksum covers itself and a writer computes them in one pass: body first, then the
@@ -17,6 +22,22 @@ use crate::error::{CoreError, CoreResult};
 
 /// Length of the check block at the start of a v2 body tensor.
 pub const CHECK_BLOCK_LENGTH: usize = 8;
+
+/// Bytes per entry of the payload CRC-32 table (a little-endian `u32`).
+pub const CRC_TABLE_ENTRY_BYTES: u64 = 4;
+
+/// The payload CRC-32 table's bytes: each CRC-32 as a little-endian `u32`, in file order.
+pub fn crc_table_bytes(crcs: impl IntoIterator<Item = u32>) -> Vec<u8> {
+    crcs.into_iter().flat_map(u32::to_le_bytes).collect()
+}
+
+/// The CRC-32s of a table's bytes, in file order (a trailing partial entry is ignored: the
+/// decoder has already checked that the table holds exactly four bytes per payload).
+pub fn crc_table_entries(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    bytes
+        .chunks_exact(CRC_TABLE_ENTRY_BYTES as usize)
+        .map(|entry| u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]))
+}
 
 /// CRC-32 (IEEE) of `bytes`.
 pub fn crc32(bytes: &[u8]) -> u32 {

@@ -8,12 +8,15 @@
 //! [data: __torchlens_body__ (U8: v2 only, an 8-byte check block with the CRC-32 of the
 //!        8 + n bytes before it; then the postcard TraceBody, zero-padded to a multiple of 8)]
 //! [data: one tensor per op with a payload, named by the op label]
+//! [data: __torchlens_payload_crc32__ (U32: one CRC-32 per payload, in file order), last]
 //! ```
 //!
 //! The header's `__metadata__` map is the [`Manifest`] (plus `format`, `format_version`, the
 //! `logical_dtypes` of every payload and, in v2, the `body_crc32` of the body after its check
 //! block). So in v2 every byte of the prefix is covered: the header by the check block, the
-//! check block by the header checksum it must match, the body by `body_crc32`. The core never sees tensor bytes: [`encode_layout`] says
+//! check block by the header checksum it must match, the body by `body_crc32`; the payloads by
+//! the CRC-32 table the host fills as it writes them (older files: the manifest's
+//! `payload_crc32`). The core never sees tensor bytes: [`encode_layout`] says
 //! where each payload goes and the host writes the bytes; on load, [`header_length`],
 //! [`parse_header`] and [`decode_body`] need only the header and the body, never the payloads.
 //!
@@ -37,6 +40,7 @@ pub use decode::{
 };
 pub use dtype_map::{storage_dtype, StorageDtype};
 pub use encode::{encode_layout, encode_with_payloads, EncodedLayout, PayloadPlacement};
+pub use integrity::{crc32, crc_table_bytes, crc_table_entries, CRC_TABLE_ENTRY_BYTES};
 pub use limits::{Limits, MAX_RANK};
 pub use manifest::{Manifest, SOURCE_PATHS_KEY};
 pub use validate::validate_trace;
@@ -52,6 +56,9 @@ pub const FORMAT_VERSION: u32 = 2;
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// Name of the U8 tensor holding the postcard trace body; always the first tensor of the data.
 pub const BODY_TENSOR: &str = "__torchlens_body__";
+/// Name of the U32 tensor holding one CRC-32 per payload in file order; when present, the last
+/// tensor of the data, so a writer fills it after writing (and checksumming) every payload.
+pub const CRC_TABLE_TENSOR: &str = "__torchlens_payload_crc32__";
 /// Tensor names starting with this are the format's own; no payload may use one.
 pub const RESERVED_TENSOR_PREFIX: &str = "__torchlens_";
 

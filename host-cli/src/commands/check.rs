@@ -1,5 +1,7 @@
 //! `tlspec check`: the structure (every bound and invariant the core checks on decode) and
-//! every payload's bytes against the CRC-32 its writer recorded.
+//! every payload's bytes against the CRC-32 its writer recorded: in the payload CRC-32 table
+//! at the end of the file, or (files written before the table) in the manifest's
+//! `payload_crc32`.
 
 use crate::error::CliError;
 use crate::exit_status::ExitStatus;
@@ -12,13 +14,19 @@ use std::time::Instant;
 
 /// Runs `check`. Decoding the file already checked its structure; this reads the payloads.
 pub fn run(file: &mut OpenedTrace) -> Result<Outcome, CliError> {
-    let recorded: BTreeMap<String, u32> = file
-        .header
-        .manifest
-        .payload_checksums
-        .iter()
-        .cloned()
-        .collect();
+    let (recorded, source) = match file.crc_table()? {
+        Some(table) => (table, "table"),
+        None if file.header.manifest.payload_checksums.is_empty() => (BTreeMap::new(), "none"),
+        None => (
+            file.header
+                .manifest
+                .payload_checksums
+                .iter()
+                .cloned()
+                .collect(),
+            "manifest",
+        ),
+    };
     let mut entries = file.header.payloads.clone();
     entries.sort_by_key(|entry| entry.offset);
 
@@ -59,6 +67,7 @@ pub fn run(file: &mut OpenedTrace) -> Result<Outcome, CliError> {
 
     let json = json!({
         "structure": "ok",
+        "checksums": source,
         "payloads": entries.len(),
         "verified": verified,
         "mismatched": mismatched,

@@ -20,7 +20,13 @@ pub fn run(core: &mut SandboxedCore, file: &OpenedTrace) -> Result<Outcome, CliE
         entry.1 += payload.length;
     }
     let payload_bytes: u64 = header.payloads.iter().map(|payload| payload.length).sum();
-    let checksummed = manifest.payload_checksums.len();
+    // The payload CRC-32 table holds one entry per payload; older files name theirs in the
+    // manifest.
+    let checksummed = if header.crc_table_offset.is_some() {
+        header.payloads.len()
+    } else {
+        manifest.payload_checksums.len()
+    };
 
     let json = json!({
         "file": file.path.display().to_string(),
@@ -40,6 +46,7 @@ pub fn run(core: &mut SandboxedCore, file: &OpenedTrace) -> Result<Outcome, CliE
         "payloads": header.payloads.len(),
         "payload_bytes": payload_bytes,
         "payloads_with_checksum": checksummed,
+        "crc_table_offset": header.crc_table_offset,
         "bytes_by_dtype": by_dtype
             .iter()
             .map(|(dtype, (count, total))| (dtype.to_string(), json!({"payloads": count, "bytes": total})))
@@ -108,7 +115,14 @@ pub fn run(core: &mut SandboxedCore, file: &OpenedTrace) -> Result<Outcome, CliE
         if checksummed == 0 {
             "none recorded (check can verify bounds only)".to_owned()
         } else {
-            format!("CRC-32 for {checksummed} payloads")
+            format!(
+                "CRC-32 for {checksummed} payloads ({})",
+                if header.crc_table_offset.is_some() {
+                    "table"
+                } else {
+                    "manifest"
+                }
+            )
         },
     );
     Ok(Outcome::success(json, text))

@@ -8,14 +8,17 @@ import datetime
 import json
 import mmap
 import os
+import struct
+import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ._core import core
 from .atomic_file import atomic_file
 from .collector_pause import collector_paused
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError, UnsupportedError
+from .payload_sink import PayloadSink
 from .trace import Trace
 
 
@@ -33,42 +36,49 @@ SOURCE_PATH_MODES = ("relative", "absolute", "none")
 
 
 def save(
-    trace: Trace, path: str, source_paths: str = "relative", extra: Sequence[Tuple[str, str]] = ()
+    trace: Trace,
+    path: str,
+    source_paths: str = "relative",
+    extra: Sequence[Tuple[str, str]] = (),
+    phase_seconds: Optional[Dict[str, float]] = None,
 ) -> None:
     """Writes ``trace`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
     A failed save leaves any existing file untouched. ``source_paths`` is one of
     :data:`SOURCE_PATH_MODES`; ``extra`` adds string facts to the manifest (dataset extraction
-    records each shard's place in the job there)."""
+    records each shard's place in the job there). ``phase_seconds``, when given, receives how
+    long each phase took (``encode``, ``write_and_crc``, ``fsync``, ``rename``)."""
     backend = trace._backend
 
-    def checksum(slot: int) -> int:
-        return zlib.crc32(backend.payload_bytes(_placed_value(trace, slot)))
+    def write_payload(sink: PayloadSink, slot: int) -> None:
+        # A value that is not contiguous on the host becomes one contiguous copy here, released
+        # when this returns (the sink is done with its bytes by then).
+        sink.write(backend.payload_bytes(_placed_value(trace, slot)))
 
-    def copy_into(out: Any, slot: int) -> int:
-        return out.write(backend.payload_bytes(_placed_value(trace, slot)))
-
-    write_tlspec(trace, path, source_paths, checksum, copy_into, extra)
+    write_tlspec(trace, path, source_paths, write_payload, extra, phase_seconds)
 
 
 def write_tlspec(
     trace: Trace,
     path: str,
     source_paths: str,
-    checksum: Callable[[int], int],
-    copy_into: Callable[[Any, int], int],
+    write_payload: Callable[[PayloadSink, int], None],
     extra: Sequence[Tuple[str, str]] = (),
+    phase_seconds: Optional[Dict[str, float]] = None,
 ) -> Tuple[dict, list]:
-    """Writes ``trace``'s file with payloads from any source: ``checksum(slot)`` gives a kept
-    payload's CRC-32 and ``copy_into(out, slot)`` appends its bytes to ``out`` (from memory for
-    ``trace.save``, from a spool for a streamed capture). Atomic as :func:`save`; returns the
-    manifest written and the core's payload placements (op, slot, label, offset, length,
-    dtype)."""
+    """Writes ``trace``'s file in one pass with payloads from any source: ``write_payload(sink,
+    slot)`` appends a kept payload's bytes to the :class:`~torchlens.payload_sink.PayloadSink`
+    (from memory for ``trace.save``, from a spool for a streamed capture); the sink checksums
+    them as they are written, and the payload CRC-32 table the core placed after the payloads
+    is written last. Atomic as :func:`save`; returns the manifest written and the core's payload
+    placements (op, slot, label, offset, length, dtype)."""
     if source_paths not in SOURCE_PATH_MODES:
         raise UnsupportedError(
             f"source_paths={source_paths!r} is not one of {', '.join(SOURCE_PATH_MODES)}",
             "tlspec_source_paths_invalid",
             'pass source_paths="relative", "absolute" or "none"',
         )
+    phases = {} if phase_seconds is None else phase_seconds
+    started = time.perf_counter()
     backend = trace._backend
     trace._sync_backward()
     manifest = {
@@ -79,27 +89,44 @@ def write_tlspec(
         "save_level": "all" if all(op.saved for op in trace.ops if op.kind != "output") else "selected",
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "codec_metadata": json.dumps(backend.codec_metadata(trace), sort_keys=True),
-        "payload_checksums": _payload_checksums(trace, checksum),
+        # No checksums up front: the core places the payload CRC-32 table after the payloads,
+        # and the sink fills it while writing them.
+        "payload_checksums": [],
         "extra": [("source_paths", source_paths), *extra],
     }
-    prefix, placements, file_length = trace._native.encode(manifest)
-    with atomic_file(path) as out:
-        out.write(prefix)
-        for _op, slot, label, offset, length, _dtype in placements:
-            at = out.tell()
-            written = copy_into(out, slot)
-            if written != length or at != offset:
+    prefix, placements, crc_table_offset, file_length = trace._native.encode(manifest)
+    phases["encode"] = time.perf_counter() - started
+    with atomic_file(path, buffering=0, phase_seconds=phases) as out:
+        started = time.perf_counter()
+        with PayloadSink(out.fileno(), 0) as sink:
+            sink.write_raw(prefix)
+            for _op, slot, label, offset, length, _dtype in placements:
+                at = sink.position
+                write_payload(sink, slot)
+                written, _crc = sink.finish_payload()
+                if written != length or at != offset:
+                    raise TlspecFormatError(
+                        f"payload {label} has {written} bytes at {at}, "
+                        f"the layout expects {length} at {offset}",
+                        "tlspec_payload_length_mismatch",
+                        "report this as a bug in the backend's payload codec",
+                    )
+            if crc_table_offset is not None:
+                if sink.position != crc_table_offset:
+                    raise TlspecFormatError(
+                        f"the payloads end at {sink.position}, the layout puts the CRC-32 table at "
+                        f"{crc_table_offset}",
+                        "tlspec_length_mismatch",
+                        "report this as a bug",
+                    )
+                sink.write_raw(sink.crc_table())
+            if sink.position != file_length:
                 raise TlspecFormatError(
-                    f"payload {label} has {written} bytes at {at}, the layout expects {length} at {offset}",
-                    "tlspec_payload_length_mismatch",
-                    "report this as a bug in the backend's payload codec",
+                    f"wrote {sink.position} bytes, the layout expects {file_length}",
+                    "tlspec_length_mismatch",
+                    "report this as a bug",
                 )
-        if out.tell() != file_length:
-            raise TlspecFormatError(
-                f"wrote {out.tell()} bytes, the layout expects {file_length}",
-                "tlspec_length_mismatch",
-                "report this as a bug",
-            )
+        phases["write_and_crc"] = time.perf_counter() - started
     return manifest, placements
 
 
@@ -110,25 +137,6 @@ def _placed_value(trace: Trace, slot: int) -> Any:
     if slot >= GRAD_SLOT_BASE and trace.backward is not None:
         return trace.backward.grad_of(slot - GRAD_SLOT_BASE)
     return trace._payload(slot)
-
-
-def _payload_checksums(trace: Trace, checksum: Callable[[int], int]) -> list:
-    """CRC-32 of every payload the file will hold, by op label, so that readers (``tlspec
-    check``) can tell a damaged payload from a good one. zlib's CRC-32 is the one the CLI
-    checks with."""
-    checksums = []
-    for op in trace.ops:
-        slot = op._info["payload"]
-        if slot is None or slot not in trace._payloads:
-            continue
-        checksums.append((op.label, checksum(slot)))
-    if trace.backward is not None:
-        from .backward import GRAD_SLOT_BASE, GRAD_TENSOR_PREFIX
-
-        for op, entries in sorted(trace.backward.grads.items()):
-            if entries:
-                checksums.append((GRAD_TENSOR_PREFIX + trace.ops[op].label, checksum(GRAD_SLOT_BASE + op)))
-    return checksums
 
 
 def map_payloads(path: str, backend: Any, placements: list) -> dict:
@@ -162,9 +170,45 @@ def load(
         raise TlspecFormatError(error.message, error.code, error.remedy) from error
 
 
+def recorded_crc32s(info: dict, read: Callable[[int, int], Any]) -> Dict[str, int]:
+    """The CRC-32 each payload's writer recorded, by label, for a file whose header the core
+    parsed (``info``): from the payload CRC-32 table (``read(offset, length)`` reads file
+    bytes), or, in files written before the table, the manifest's ``payload_crc32``; empty when
+    the file records none."""
+    offset = info.get("crc_table_offset")
+    if offset is None:
+        return dict(info["manifest"]["payload_checksums"])
+    labels = [entry[0] for entry in info["payloads"]]
+    table = bytes(read(offset, 4 * len(labels)))
+    if len(table) != 4 * len(labels):
+        raise TlspecFormatError(
+            "the file ends inside its payload CRC-32 table",
+            "tlspec_truncated",
+            "the file is damaged; save the trace again from its source",
+        )
+    return dict(zip(labels, struct.unpack(f"<{len(labels)}I", table)))
+
+
+def payload_crc32s(path: str) -> Dict[str, int]:
+    """The CRC-32 each payload of the ``.tlspec`` at ``path`` was recorded with, by label (the
+    header is checked by the core; no payload is read). A file it cannot read raises
+    :class:`~torchlens.errors.TlspecFormatError`, as :func:`load` does."""
+    try:
+        with open(path, "rb") as handle:
+            file_length = os.fstat(handle.fileno()).st_size
+            first = handle.read(8)
+            native_core = core()
+            header = first + handle.read(native_core.tlspec_header_length(first))
+            info = native_core.parse_tlspec_header(header, file_length)
+            return recorded_crc32s(info, lambda offset, length: os.pread(handle.fileno(), length, offset))
+    except (LimitExceededError, InvalidTraceError) as error:
+        raise TlspecFormatError(error.message, error.code, error.remedy) from error
+
+
 def _verify_payloads(mapped: Any, info: dict) -> None:
-    """Every payload's bytes against the CRC-32 the manifest records for it."""
-    recorded = dict(info["manifest"]["payload_checksums"])
+    """Every payload's bytes against the CRC-32 its writer recorded for it."""
+    view = memoryview(mapped)
+    recorded = recorded_crc32s(info, lambda offset, length: view[offset : offset + length])
     for label, _dtype, _storage, _shape, offset, length in info["payloads"]:
         expected = recorded.get(label)
         if expected is None:
@@ -173,7 +217,7 @@ def _verify_payloads(mapped: Any, info: dict) -> None:
                 "tlspec_payload_checksum_missing",
                 "load without verify=True, or save the trace again with this TorchLens",
             )
-        actual = zlib.crc32(memoryview(mapped)[offset : offset + length])
+        actual = zlib.crc32(view[offset : offset + length])
         if actual != expected:
             raise TlspecFormatError(
                 f"payload {label} has CRC-32 {actual:08x}, the file recorded {expected:08x}",

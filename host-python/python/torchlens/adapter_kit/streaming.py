@@ -6,9 +6,10 @@ A ``.tlspec`` cannot be written front to back while the forward runs: its header
 trace itself) come first and are known only at the end. So the payload bytes go to the spool in
 arrival order, with their CRC-32 computed in the same pass; when the forward returns, the core
 lays the file out, the host writes header and body, copies each kept payload from the spool in
-the kernel (``copy_file_range``: no second copy in memory), fsyncs and renames the file into
-place. The spool is deleted on success, on an exception and on abort; a process killed mid-run
-leaves at most a hidden ``.tlspec-*.spool`` beside the target, never a file under its name.
+the kernel (``copy_file_range``: no second copy in memory), writes the payload CRC-32 table
+from the checksums the spool already holds, fsyncs and renames the file into place. The spool
+is deleted on success, on an exception and on abort; a process killed mid-run leaves at most a
+hidden ``.tlspec-*.spool`` beside the target, never a file under its name.
 
 The spool is the session's payload mapping: the session and the adapter hold, replace and drop
 values through it as through the plain dict they use otherwise."""
@@ -19,7 +20,7 @@ import os
 import tempfile
 import zlib
 from collections.abc import MutableMapping
-from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterator, NamedTuple
 
 
 class SpooledPayload(NamedTuple):
@@ -66,25 +67,13 @@ class PayloadSpool(MutableMapping):
 
     # ---- the end ------------------------------------------------------------------------------
 
-    def checksum(self, value_id: int) -> int:
-        """The CRC-32 of a held value's bytes (computed as they were written)."""
-        return self._entries[value_id].crc32
-
-    def copy_into(self, out: Any, value_id: int) -> int:
-        """Appends a held value's bytes to the open file ``out``; returns how many."""
+    def write_into(self, sink: Any, value_id: int) -> None:
+        """Appends a held value's bytes to the final file through ``sink`` (a
+        :class:`~torchlens.payload_sink.PayloadSink`): copied from the spool in the kernel, with
+        the CRC-32 computed when they were spooled."""
         entry = self._entries[value_id]
         self._file.flush()
-        out.flush()
-        source, destination = self._file.fileno(), out.fileno()
-        position = out.tell()
-        offset, left = entry.offset, entry.length
-        while left:
-            copied = _copy_range(source, offset, destination, position, left)
-            if copied <= 0:
-                break
-            offset, position, left = offset + copied, position + copied, left - copied
-        out.seek(position)
-        return entry.length - left
+        sink.copy(self._file.fileno(), entry.offset, entry.length, entry.crc32)
 
     def discard(self) -> None:
         """Closes and deletes the spool (after the final file is written, or on failure)."""
@@ -97,26 +86,13 @@ class PayloadSpool(MutableMapping):
             pass
 
 
-def _copy_range(source: int, offset: int, destination: int, position: int, count: int) -> int:
-    """Copies up to ``count`` bytes between two files in the kernel where the OS can; otherwise
-    through a bounded buffer (never the whole payload in memory)."""
-    copy_file_range: Optional[Any] = getattr(os, "copy_file_range", None)
-    if copy_file_range is not None:
-        try:
-            return copy_file_range(source, destination, count, offset, position)
-        except OSError:
-            pass
-    chunk = os.pread(source, min(count, 1 << 24), offset)
-    return os.pwrite(destination, chunk, position)
-
-
 def finish_streamed(trace: Any, spool: PayloadSpool, source_paths: str) -> None:
     """Writes the streamed trace's file from the spool, renames it into place, and points the
     trace's payloads at the new file (lazy, memory-mapped, as ``tl.load`` gives them)."""
     from ..tlspec_io import map_payloads, write_tlspec
 
     try:
-        _, placements = write_tlspec(trace, spool.target, source_paths, spool.checksum, spool.copy_into)
+        _, placements = write_tlspec(trace, spool.target, source_paths, spool.write_into)
     finally:
         spool.discard()
     shapes = {op.label: op.shape for op in trace.ops}

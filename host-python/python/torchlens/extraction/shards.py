@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from ..errors import ExtractionError
+from ..errors import ExtractionError, TlspecFormatError
 
 #: The manifest key of a shard's place in the job.
 SHARD_METADATA_KEY = "extraction_shard"
@@ -121,13 +121,13 @@ def read_shard(out: str, index: int) -> ShardRecord:
     try:
         place = json.loads(metadata[SHARD_METADATA_KEY])
         dtypes = json.loads(metadata["logical_dtypes"])
-        checksums = json.loads(metadata["payload_crc32"])
         labels: List[str] = list(place["columns"])
         rows = int(place["rows"])
     except (KeyError, ValueError, TypeError) as error:
         raise _damaged(path, "its manifest lacks the extraction entries") from error
     if place.get("index") != index:
         raise _damaged(path, f"its manifest says it is shard {place.get('index')}")
+    checksums = _payload_checksums(path)
     columns = {}
     for label in labels:
         entry = header.get(label)
@@ -140,6 +140,17 @@ def read_shard(out: str, index: int) -> ShardRecord:
     return ShardRecord(
         index, name, rows, int(place["input_crc32"]), columns, str(metadata.get("backend", ""))
     )
+
+
+def _payload_checksums(path: str) -> Dict[str, int]:
+    """Each payload's recorded CRC-32 (from the file's CRC-32 table, or the manifest of a shard
+    written before it), the header checked by the core."""
+    from ..tlspec_io import payload_crc32s
+
+    try:
+        return payload_crc32s(path)
+    except TlspecFormatError as error:
+        raise _damaged(path, f"its header is damaged ({error.code})") from error
 
 
 def _damaged(path: str, why: str) -> ExtractionError:

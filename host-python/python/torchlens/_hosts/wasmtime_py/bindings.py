@@ -110,6 +110,7 @@ def _header_info(info: dict) -> dict:
             )
             for entry in info["payloads"]
         ],
+        "crc_table_offset": info["crc_table_offset"],
     }
 
 
@@ -178,13 +179,13 @@ class Trace:
     def keep_payloads(self, slots: Sequence[int]) -> None:
         self._call("keep-payloads", list(slots))
 
-    def encode(self, manifest: Any) -> Tuple[bytes, list, int]:
+    def encode(self, manifest: Any) -> Tuple[bytes, list, Optional[int], int]:
         layout = self._instance.checked("[method]trace.encode", self._handle, _manifest(manifest))
         placements = [
             (item["op"], item["slot"], item["label"], item["offset"], item["length"], item["dtype"])
             for item in layout["payloads"]
         ]
-        return layout["prefix"], placements, layout["file_length"]
+        return layout["prefix"], placements, layout["crc_table_offset"], layout["file_length"]
 
     def svg(self, collapsed: bool = False, expanded: Sequence[str] = (), backward: bool = False) -> str:
         if backward:

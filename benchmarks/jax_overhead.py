@@ -33,10 +33,9 @@ def mlp(params, x):
     return x
 
 
-def mlp_args():
-    return [{"w": _normal(i, (256, 256)) * 0.05, "b": _normal(100 + i, (256,))} for i in range(8)], _normal(
-        0, (32, 256)
-    )
+def mlp_args(layers: int = 8):
+    weights = [{"w": _normal(i, (256, 256)) * 0.05, "b": _normal(100 + i, (256,))} for i in range(layers)]
+    return weights, _normal(0, (32, 256))
 
 
 def cnn(params, x):
@@ -75,10 +74,15 @@ def transformer_args():
     return blocks, _normal(5, (2, 32, 64))
 
 
-def chain(params, x):
-    for _ in range(500):
+def chain(params, x, steps=500):
+    for _ in range(steps):
         x = jax.nn.relu(x) + params["c"]
     return x
+
+
+def chain_300(params, x):
+    """The issue's "300-op chain": 150 steps of two ops."""
+    return chain(params, x, steps=150)
 
 
 def chain_args():
@@ -99,8 +103,10 @@ def scan_args():
 def functions():
     return [
         ("mlp", mlp, mlp_args()),
+        ("mlp_20", mlp, mlp_args(layers=20)),
         ("small_cnn", cnn, cnn_args()),
         ("transformer", transformer, transformer_args()),
+        ("chain_300", chain_300, chain_args()),
         ("chain_1000", chain, chain_args()),
         ("scan_rnn_16", scan_rnn, scan_args()),
     ]

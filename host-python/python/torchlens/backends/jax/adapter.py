@@ -15,7 +15,7 @@ from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.errors import BackendUnsupportedError
 from torchlens.options import CaptureOptions
 
-from . import refusals
+from . import jaxpr_cache, refusals
 from .capture import Capture
 from .dtypes import is_key, neutral_name
 from .roots import Root, check_root, framework_of, raw_root
@@ -83,11 +83,17 @@ class JaxAdapter(BackendProtocol):
                 "trace a raw function fn(params, *inputs) over the module's state instead",
             )
         # Refusals come before the capture starts: the jaxpr is read, no equation runs.
-        closed, output_shape = jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
-        refusals.check(closed.jaxpr, options.jax_control_flow, attributed=root.kind == "pytree_module")
+        entry = jaxpr_cache.lookup(root)
+        closed, output_shape = entry.closed, entry.output_shape
+        checked = (options.jax_control_flow, root.kind == "pytree_module")
+        if checked not in entry.checked:
+            refusals.check(closed.jaxpr, checked[0], attributed=checked[1])
+            entry.checked.add(checked)
         refusals.check_constants(closed.consts)
         with CaptureSession(request) as session:
-            capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll)
+            capture = Capture(
+                session, options.jax_control_flow, options.jax_max_control_flow_unroll, entry.steps
+            )
             self._run(root, closed, output_shape, capture, session)
             runtime = JaxRuntime(
                 records=capture.records,

@@ -15,6 +15,7 @@ from jax.extend import core as jcore
 from torchlens.adapter_kit import CaptureSession
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
 
+from .dispatch import Bind, Step, direct_dispatch_allowed
 from .dtypes import describe, describe_aval, keyed
 from .refusals import CALL_PRIMITIVES, REGION_PRIMITIVES
 
@@ -23,19 +24,6 @@ Pair = Tuple[Any, Optional[int]]  # (value, value id or None for a literal)
 _Literal = jcore.Literal
 _Array = jax.Array
 _DropVar = jcore.DropVar
-
-
-class Bind:
-    """Re-runs one primitive with its equation's parameters; always returns a list."""
-
-    __slots__ = ("primitive", "params")
-
-    def __init__(self, primitive: Any, params: dict) -> None:
-        self.primitive, self.params = primitive, params
-
-    def __call__(self, *args: Any) -> list:
-        out = self.primitive.bind(*args, **self.params)
-        return list(out) if self.primitive.multiple_results else [out]
 
 
 class IndexInDim:
@@ -92,10 +80,16 @@ class Capture:
     and derived gradients read these, whatever ``save=`` keeps public), parameter leaves, and how
     replay re-runs each value's equation. Every key is a value id this adapter chose."""
 
-    def __init__(self, session: CaptureSession, mode: str, cap: int) -> None:
+    def __init__(
+        self, session: CaptureSession, mode: str, cap: int, steps: Optional[Dict[int, Step]] = None
+    ) -> None:
         self.session = session
         self.mode = mode
         self.cap = cap
+        #: Prepared plain equations by ``id(eqn)``: shared by every capture of one cached jaxpr.
+        self.steps: Dict[int, Step] = {} if steps is None else steps
+        #: Whether plain equations call their executables directly (see :mod:`.dispatch`).
+        self.direct = direct_dispatch_allowed()
         #: Value id → its value (runtime-only).
         self.values: Dict[int, Any] = {}
         #: Value id → parameter leaf, and its neutral dtype.
@@ -105,7 +99,6 @@ class Capture:
         self.key_impls: Dict[int, str] = {}
         #: Value id → how replay re-runs the equation that produced it.
         self.records: Dict[int, ReplayRecord] = {}
-        self._attribute_cache: Dict[int, list] = {}
         #: Module attribution: called before each top-level equation (``(eqn, index, env)``)
         #: and once after the last (``(env)``).
         self.scope_hook: Optional[Callable[[Any, int, dict], None]] = None
@@ -184,19 +177,17 @@ class Capture:
         self.session.op(name, parents, outputs, False, attributes, None)
         return pairs
 
-    def _attributes(self, eqn: Any, ins: Sequence[Pair]) -> list:
-        cached = self._attribute_cache.get(id(eqn))
-        if cached is None:
-            cached = []
-            for key, value in eqn.params.items():
-                text = _rendered(key, value)
-                if text is not None:
-                    cached.append((key, text))
-            for position, atom in enumerate(eqn.invars):
-                if isinstance(atom, _Literal):
-                    cached.append((f"arg{position}", str(atom.val)))
-            self._attribute_cache[id(eqn)] = cached
-        return cached
+    def _attributes(self, eqn: Any) -> list:
+        """The equation's parameters that render as text, and its literal arguments."""
+        attributes = []
+        for key, value in eqn.params.items():
+            text = _rendered(key, value)
+            if text is not None:
+                attributes.append((key, text))
+        for position, atom in enumerate(eqn.invars):
+            if isinstance(atom, _Literal):
+                attributes.append((f"arg{position}", str(atom.val)))
+        return attributes
 
     # ---- the interpreter -----------------------------------------------------------------
 
@@ -245,10 +236,11 @@ class Capture:
             return self._region(eqn, ins)
         if name == "custom_linear_solve":
             return self._linear_solve(eqn, ins)
-        params = eqn.primitive.get_bind_params(eqn.params)
-        call = Bind(eqn.primitive, params)
-        values = call(*[value for value, _ in ins])
-        return self.emit(name, ins, values, self._attributes(eqn, ins), call)
+        step = self.steps.get(id(eqn))
+        if step is None:
+            step = self.steps[id(eqn)] = Step(eqn, self._attributes(eqn))
+        values = step.run([value for value, _ in ins], self.direct)
+        return self.emit(name, ins, values, step.attributes, step.replay)
 
     def _inline(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
         params = eqn.params
@@ -345,7 +337,7 @@ class Capture:
         parents = [(value_id, position) for position, (_, value_id) in enumerate(ins) if value_id is not None]
         template = tuple(self._placeholder(value, value_id) for value, value_id in ins)
         token = self.session.new_value_id()
-        attributes = [("region", "true")] + self._attributes(eqn, ins)
+        attributes = [("region", "true")] + self._attributes(eqn)
         self.session.op(
             name, parents, [(token, None, [], "region_token")], False, attributes, None, keep=False
         )

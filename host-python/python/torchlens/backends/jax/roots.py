@@ -11,6 +11,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import jax
 import numpy as np
 
+from .jaxpr_cache import function_anchors
 from .refusals import refuse
 
 _JAX_FOLDER = os.path.dirname(os.path.realpath(jax.__file__)) + os.sep
@@ -143,6 +144,10 @@ class Root:
         self.param_trainable: Callable[[str], bool] = lambda name: True
         self.declare_modules: Optional[Callable[[Any], None]] = None
         self.scopes: Any = None
+        #: What the traced jaxpr depends on besides the leaves (see :mod:`.jaxpr_cache`): objects
+        #: by identity (None: do not reuse a trace of this root) and a hashable structure.
+        self.anchors: Optional[tuple] = None
+        self.structure: Any = None
         with_path, self.treedef = jax.tree_util.tree_flatten_with_path((params_tree, inputs, kwargs))
         self.leaves = [leaf for _, leaf in with_path]
         self.dynamic_index = [index for index, leaf in enumerate(self.leaves) if is_dynamic(leaf)]
@@ -194,4 +199,5 @@ def raw_root(model: Any, args: tuple, kwargs: dict) -> Root:
         names = argument_names(model, len(args), 0)
         root = Root("function_root", None, tuple(args), kwargs, lambda p, i, k: model(*i, **k), names)
     root.class_name = getattr(model, "__name__", None) or type(model).__name__
+    root.anchors = function_anchors(model)
     return root

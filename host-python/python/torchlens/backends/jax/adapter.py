@@ -91,9 +91,7 @@ class JaxAdapter(BackendProtocol):
             entry.checked.add(checked)
         refusals.check_constants(closed.consts)
         with CaptureSession(request) as session:
-            capture = Capture(
-                session, options.jax_control_flow, options.jax_max_control_flow_unroll, entry.steps
-            )
+            capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll, entry)
             self._run(root, closed, output_shape, capture, session)
             runtime = JaxRuntime(
                 records=capture.records,

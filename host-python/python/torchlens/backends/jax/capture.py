@@ -17,6 +17,7 @@ from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
 
 from .dispatch import Bind, Step, direct_dispatch_allowed
 from .dtypes import describe, describe_aval, keyed
+from .program import CONSTANT, OP, Program, compile_program
 from .refusals import CALL_PRIMITIVES, REGION_PRIMITIVES
 
 Pair = Tuple[Any, Optional[int]]  # (value, value id or None for a literal)
@@ -80,14 +81,14 @@ class Capture:
     and derived gradients read these, whatever ``save=`` keeps public), parameter leaves, and how
     replay re-runs each value's equation. Every key is a value id this adapter chose."""
 
-    def __init__(
-        self, session: CaptureSession, mode: str, cap: int, steps: Optional[Dict[int, Step]] = None
-    ) -> None:
+    def __init__(self, session: CaptureSession, mode: str, cap: int, prepared: Any = None) -> None:
         self.session = session
         self.mode = mode
         self.cap = cap
-        #: Prepared plain equations by ``id(eqn)``: shared by every capture of one cached jaxpr.
-        self.steps: Dict[int, Step] = {} if steps is None else steps
+        #: Prepared plain equations (by ``id(eqn)``) and compiled programs (by ``id(jaxpr)``):
+        #: shared by every capture of one cached jaxpr (``prepared`` is its cache entry).
+        self.steps: Dict[int, Step] = {} if prepared is None else prepared.steps
+        self.programs: Dict[int, Program] = {} if prepared is None else prepared.programs
         #: Whether plain equations call their executables directly (see :mod:`.dispatch`).
         self.direct = direct_dispatch_allowed()
         #: Value id → its value (runtime-only).
@@ -177,6 +178,34 @@ class Capture:
         self.session.op(name, parents, outputs, False, attributes, None)
         return pairs
 
+    def _emit_step(self, step: Step, ins: Sequence[Pair], values: list) -> List[Pair]:
+        """``emit`` for a prepared equation without typed keys among its outputs (the hot path
+        of every capture): shapes and dtypes come from the jaxpr's types."""
+        session = self.session
+        param_values = self.param_values
+        parents = []
+        template = []
+        for position, (value, value_id) in enumerate(ins):
+            if value_id is None:
+                template.append(value)
+            else:
+                parents.append((value_id, position))
+                template.append(ParamRef(value_id) if value_id in param_values else ValueRef(value_id))
+        arguments = tuple(template)
+        outputs = []
+        pairs = []
+        name, replay = step.name, step.replay
+        for index, (value, (shape, dtype)) in enumerate(zip(values, step.described)):
+            if not isinstance(value, _Array):
+                value = jax.numpy.asarray(value)
+            value_id = session.new_value_id()
+            self.values[value_id] = value
+            outputs.append((value_id, value, shape, dtype))
+            self.records[value_id] = ReplayRecord(replay, name, arguments, {}, index)
+            pairs.append((value, value_id))
+        session.op(name, parents, outputs, False, step.attributes, None)
+        return pairs
+
     def _attributes(self, eqn: Any) -> list:
         """The equation's parameters that render as text, and its literal arguments."""
         attributes = []
@@ -194,6 +223,44 @@ class Capture:
     def run(self, jaxpr: Any, consts: Sequence[Pair], args: Sequence[Pair], top: bool = False) -> List[Pair]:
         """Evaluates ``jaxpr`` (a ``Jaxpr``) on ``consts`` and ``args``, recording every
         equation; returns the outputs as pairs."""
+        if top and self.scope_hook is not None:
+            return self._walk(jaxpr, consts, args)
+        program = self.programs.get(id(jaxpr))
+        if program is None:
+            program = self.programs[id(jaxpr)] = compile_program(jaxpr, self.steps, self._attributes)
+        frame: List[Any] = [None] * program.size
+        for slot, pair in program.literals:
+            frame[slot] = pair
+        for slot, pair in zip(program.const_slots, consts):
+            frame[slot] = pair
+        for slot, pair in zip(program.in_slots, args):
+            frame[slot] = pair
+        direct = self.direct
+        emit = self.emit
+        for instruction in program.code:
+            kind = instruction[0]
+            if kind == OP:
+                _, step, in_slots, out_slots = instruction
+                ins = [frame[slot] for slot in in_slots]
+                values = step.run([value for value, _ in ins], direct)
+                if step.described is None:
+                    outs = emit(step.name, ins, values, step.attributes, step.replay)
+                else:
+                    outs = self._emit_step(step, ins, values)
+            elif kind == CONSTANT:
+                frame[instruction[2]] = self.constant(instruction[1])
+                continue
+            else:
+                _, eqn, in_slots, out_slots = instruction
+                outs = self.equation(eqn, [frame[slot] for slot in in_slots])
+            for slot, pair in zip(out_slots, outs):
+                if slot is not None:
+                    frame[slot] = pair
+        return [frame[slot] for slot in program.out_slots]
+
+    def _walk(self, jaxpr: Any, consts: Sequence[Pair], args: Sequence[Pair]) -> List[Pair]:
+        """The top level of an attributed module root, walked equation by equation: the scope
+        hook reads the environment of jaxpr variables before each equation."""
         env: Dict[Any, Pair] = {}
         for var, pair in zip(jaxpr.constvars, consts):
             env[var] = pair
@@ -205,16 +272,15 @@ class Capture:
                 return atom.val, None
             return env[atom]
 
-        hook = self.scope_hook if top else None
+        hook = self.scope_hook
         for index, eqn in enumerate(jaxpr.eqns):
-            if hook is not None:
-                hook(eqn, index, env)
+            hook(eqn, index, env)
             ins = [read(atom) for atom in eqn.invars]
             outs = self.equation(eqn, ins)
             for var, pair in zip(eqn.outvars, outs):
                 if not isinstance(var, _DropVar):
                     env[var] = pair
-        if hook is not None and self.scope_close is not None:
+        if self.scope_close is not None:
             self.scope_close(env)
         return [read(atom) for atom in jaxpr.outvars]
 

@@ -12,7 +12,7 @@ unhashable parameter, or JAX internals this version lacks, keep the plain bind."
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 try:  # JAX internals: without them every equation keeps the plain bind.
     from jax._src import config as _config
@@ -21,6 +21,9 @@ try:  # JAX internals: without them every equation keeps the plain bind.
     from jax._src.dtypes import canonicalize_value as _canonicalize
 except ImportError:  # pragma: no cover - depends on the installed JAX
     _dispatch = None
+
+
+from .dtypes import describe_aval, keyed
 
 
 class Bind:
@@ -41,7 +44,7 @@ class Step:
     """One plain equation, prepared once per jaxpr: its replay call, its rendered attributes and,
     where the bind is a plain eager dispatch, the executable that dispatch calls."""
 
-    __slots__ = ("name", "replay", "executable", "multiple", "attributes")
+    __slots__ = ("name", "replay", "executable", "multiple", "attributes", "described")
 
     def __init__(self, eqn: Any, attributes: list) -> None:
         primitive = eqn.primitive
@@ -50,6 +53,11 @@ class Step:
         self.replay = Bind(primitive, params)
         self.multiple: bool = primitive.multiple_results
         self.attributes = attributes
+        #: Each output's (shape, neutral dtype) from the jaxpr's types, or None when an output is
+        #: a typed PRNG key (described from its value, with its implementation).
+        self.described: Optional[List[Tuple[list, str]]] = None
+        if not any(keyed(var.aval.dtype) for var in eqn.outvars):
+            self.described = [describe_aval(var.aval) for var in eqn.outvars]
         #: The compiled single-primitive callable ``apply_primitive`` would call, or None.
         self.executable: Optional[Callable[..., Any]] = _executable(primitive, params)
 

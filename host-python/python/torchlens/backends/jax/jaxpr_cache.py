@@ -34,7 +34,7 @@ CAPACITY = 64
 class Entry:
     """One traced signature: the jaxpr, the output structure, and what was derived from them."""
 
-    __slots__ = ("closed", "output_shape", "anchors", "checked", "steps")
+    __slots__ = ("closed", "output_shape", "anchors", "checked", "steps", "programs")
 
     def __init__(self, closed: Any, output_shape: Any, anchors: tuple) -> None:
         self.closed = closed
@@ -45,6 +45,8 @@ class Entry:
         self.checked: Set[Tuple[str, bool]] = set()
         #: Prepared plain equations, by ``id(eqn)`` (the jaxpr keeps every equation alive).
         self.steps: Dict[int, Any] = {}
+        #: Compiled walks (:class:`~.program.Program`), by ``id(jaxpr)`` of each body walked.
+        self.programs: Dict[int, Any] = {}
 
 
 _ENTRIES: OrderedDict[tuple, Entry] = OrderedDict()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any, Callable, List, Optional, Tuple
 
 from measurement import measure_in_reference_python, timed
@@ -52,20 +53,29 @@ def measure(battery: Battery, repeats: int, reference: bool, only: Optional[str]
             continue
         plain = timed(lambda fn=fn, inputs=inputs: battery.plain(fn, inputs), repeats)
         try:
+            # The first capture of a function pays what a framework traces and compiles once
+            # (``first``); ``full`` is the median of the captures after it.
+            start = time.perf_counter()
             ops = op_count(battery.traced(tl, fn, inputs, reference), reference)
+            first = time.perf_counter() - start
             full = timed(lambda fn=fn, inputs=inputs: battery.traced(tl, fn, inputs, reference), runs)
         except Exception as error:  # the reference refuses or breaks on some functions
             results[name] = {"failed": f"{type(error).__name__}: {str(error)[:80]}"}
             continue
-        results[name] = {"ops": ops, "plain": plain, "full": full}
+        results[name] = {"ops": ops, "plain": plain, "full": full, "first": first}
     return results
 
 
+def _ms(row: dict, key: str) -> str:
+    """A duration in ms, or a dash where a row (an older run's) lacks it."""
+    return f"{row[key] * 1e3:.2f}" if key in row else "-"
+
+
 def report(ours: dict, reference: dict) -> None:
-    header = f"{'function':<14}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}"
+    header = f"{'function':<14}{'ops':>6}{'plain ms':>10}{'first ms':>10}{'full ms':>10}{'x plain':>9}"
     header += f"{'µs/op':>8}{'all µs/op':>11}"
     if reference:
-        header += f"{'ref ops':>9}{'ref ms':>10}{'ref all µs/op':>15}{'speed-up':>10}"
+        header += f"{'ref ops':>9}{'ref first':>11}{'ref ms':>10}{'ref all µs/op':>15}{'speed-up':>10}"
     print(header)
     for name, row in ours.items():
         if "failed" in row:
@@ -73,7 +83,8 @@ def report(ours: dict, reference: dict) -> None:
             continue
         per_op = (row["full"] - row["plain"]) / row["ops"] * 1e6
         line = (
-            f"{name:<14}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{row['full'] * 1e3:>10.2f}"
+            f"{name:<14}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{_ms(row, 'first'):>10}"
+            f"{row['full'] * 1e3:>10.2f}"
             f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['full'] / row['ops'] * 1e6:>11.1f}"
         )
         ref = reference.get(name)
@@ -81,7 +92,7 @@ def report(ours: dict, reference: dict) -> None:
             line += f"   reference failed: {ref['failed']}"
         elif ref is not None:
             speed_up = (ref["full"] / ref["ops"]) / (row["full"] / row["ops"])
-            line += f"{ref['ops']:>9}{ref['full'] * 1e3:>10.1f}"
+            line += f"{ref['ops']:>9}{_ms(ref, 'first'):>11}{ref['full'] * 1e3:>10.1f}"
             line += f"{ref['full'] / ref['ops'] * 1e6:>15.1f}{speed_up:>10.1f}"
         print(line)
 

@@ -39,6 +39,12 @@ class IndexInDim:
         return [jax.lax.index_in_dim(value, self.index, keepdims=False)]
 
 
+def as_array(value: Any) -> Any:
+    """A value as a ``jax.Array`` (``jnp.asarray`` hands an array back unchanged; skipping it
+    for one saves its dispatch)."""
+    return value if isinstance(value, _Array) else jax.numpy.asarray(value)
+
+
 def copy_value(value: Any) -> list:
     """A copy of a value (an output that is a parameter leaf reads it through this op)."""
     return [jax.numpy.array(value, copy=True)]
@@ -140,7 +146,7 @@ class Capture:
 
     def constant(self, value: Any) -> Pair:
         """A value read from outside the traced call (a closure array)."""
-        value = jax.numpy.asarray(value)
+        value = as_array(value)
         value_id, shape, dtype = self._value(value)
         self.session.constant(value_id, value, shape, dtype)
         return value, value_id

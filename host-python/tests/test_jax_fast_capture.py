@@ -5,6 +5,9 @@ shapes, dtypes, static arguments, closure cells or configuration trace again).""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -135,6 +138,23 @@ def test_a_deleted_closure_constant_is_refused_on_a_cached_jaxpr():
 
 def test_the_cache_is_bounded():
     jaxpr_cache.clear()
-    for index in range(jaxpr_cache.CAPACITY + 5):
-        tl.trace(lambda x, index=index: x * index, jnp.ones(2), backend="jax")
+    functions = [lambda x, index=index: x * index for index in range(jaxpr_cache.CAPACITY + 5)]
+    for fn in functions:
+        tl.trace(fn, jnp.ones(2), backend="jax")
     assert jaxpr_cache.cached_count() == jaxpr_cache.CAPACITY
+
+
+def test_a_collected_function_leaves_the_cache():
+    jaxpr_cache.clear()
+    weights = jnp.ones(8)
+
+    def fn(x):
+        return x * weights
+
+    tl.trace(fn, jnp.ones(8), backend="jax")
+    assert jaxpr_cache.cached_count() == 1
+    collected = weakref.ref(fn)
+    del fn
+    gc.collect()
+    assert collected() is None
+    assert jaxpr_cache.cached_count() == 0

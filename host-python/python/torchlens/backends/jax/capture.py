@@ -184,9 +184,12 @@ class Capture:
         self.session.op(name, parents, outputs, False, attributes, None)
         return pairs
 
-    def _emit_step(self, step: Step, ins: Sequence[Pair], values: list) -> List[Pair]:
+    def _emit_step(
+        self, step: Step, ins: Sequence[Pair], values: list, frame: List[Any], out_slots: List[Optional[int]]
+    ) -> None:
         """``emit`` for a prepared equation without typed keys among its outputs (the hot path
-        of every capture): shapes and dtypes come from the jaxpr's types."""
+        of every capture): shapes and dtypes come from the jaxpr's types; each output's pair
+        goes straight to its slot of ``frame``."""
         session = self.session
         param_values = self.param_values
         parents = []
@@ -199,18 +202,18 @@ class Capture:
                 template.append(ParamRef(value_id) if value_id in param_values else ValueRef(value_id))
         arguments = tuple(template)
         outputs = []
-        pairs = []
         name, replay = step.name, step.replay
-        for index, (value, (shape, dtype)) in enumerate(zip(values, step.described)):
+        values_by_id, records = self.values, self.records
+        for index, (value, (shape, dtype), slot) in enumerate(zip(values, step.described, out_slots)):
             if not isinstance(value, _Array):
                 value = jax.numpy.asarray(value)
             value_id = session.new_value_id()
-            self.values[value_id] = value
+            values_by_id[value_id] = value
             outputs.append((value_id, value, shape, dtype))
-            self.records[value_id] = ReplayRecord(replay, name, arguments, {}, index)
-            pairs.append((value, value_id))
+            records[value_id] = ReplayRecord(replay, name, arguments, {}, index)
+            if slot is not None:
+                frame[slot] = (value, value_id)
         session.op(name, parents, outputs, False, step.attributes, None)
-        return pairs
 
     def _attributes(self, eqn: Any) -> list:
         """The equation's parameters that render as text, and its literal arguments."""
@@ -249,10 +252,10 @@ class Capture:
                 _, step, in_slots, out_slots = instruction
                 ins = [frame[slot] for slot in in_slots]
                 values = step.run([value for value, _ in ins], direct)
-                if step.described is None:
-                    outs = emit(step.name, ins, values, step.attributes, step.replay)
-                else:
-                    outs = self._emit_step(step, ins, values)
+                if step.described is not None:
+                    self._emit_step(step, ins, values, frame, out_slots)
+                    continue
+                outs = emit(step.name, ins, values, step.attributes, step.replay)
             elif kind == CONSTANT:
                 frame[instruction[2]] = self.constant(instruction[1])
                 continue

@@ -17,6 +17,8 @@ equations (:class:`~.dispatch.Step`) the capture runs."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import OrderedDict
 from typing import Any, Dict, Optional, Set, Tuple
 
@@ -34,13 +36,17 @@ CAPACITY = 64
 class Entry:
     """One traced signature: the jaxpr, the output structure, and what was derived from them."""
 
-    __slots__ = ("closed", "output_shape", "anchors", "checked", "steps", "programs")
+    __slots__ = ("closed", "output_shape", "anchors", "dead", "checked", "steps", "programs", "__weakref__")
 
     def __init__(self, closed: Any, output_shape: Any, anchors: tuple) -> None:
         self.closed = closed
         self.output_shape = output_shape
-        #: The objects the key names by identity, kept alive so their ids cannot be reused.
-        self.anchors = anchors
+        #: The objects the key names by identity: weakly where they allow it (the entry dies with
+        #: the function, as a ``jax.jit`` trace does, and an id is never reused under a live
+        #: entry), otherwise strongly (so their ids cannot be reused).
+        self.anchors = tuple(_anchor(anchor, self) for anchor in anchors)
+        #: Set when a weakly held anchor is collected; the entry is dropped at the next lookup.
+        self.dead = False
         #: (control-flow mode, attributed) pairs whose refusal check passed.
         self.checked: Set[Tuple[str, bool]] = set()
         #: Prepared plain equations, by ``id(eqn)`` (the jaxpr keeps every equation alive).
@@ -48,18 +54,54 @@ class Entry:
         #: Compiled walks (:class:`~.program.Program`), by ``id(jaxpr)`` of each body walked.
         self.programs: Dict[int, Any] = {}
 
+    def anchored(self, anchors: tuple) -> bool:
+        """Whether ``anchors`` are the very objects this entry was traced with."""
+        if self.dead or len(anchors) != len(self.anchors):
+            return False
+        for held, anchor in zip(self.anchors, anchors):
+            if (held.value if type(held) is _Strong else held()) is not anchor:
+                return False
+        return True
+
+
+class _Strong:
+    """An anchor that cannot be weakly referenced, held as is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _anchor(anchor: Any, entry: Entry) -> Any:
+    owner = weakref.ref(entry)
+
+    def collected(_: Any) -> None:
+        # Only a flag: a collection can run in the middle of any dict operation.
+        alive = owner()
+        if alive is not None:
+            alive.dead = True
+
+    try:
+        return weakref.ref(anchor, collected)
+    except TypeError:
+        return _Strong(anchor)
+
 
 _ENTRIES: OrderedDict[tuple, Entry] = OrderedDict()
+_LOCK = threading.Lock()
 
 
 def clear() -> None:
     """Drops every cached jaxpr (the next capture of each function traces it again)."""
-    _ENTRIES.clear()
+    with _LOCK:
+        _ENTRIES.clear()
 
 
 def cached_count() -> int:
-    """How many traced signatures the cache holds."""
-    return len(_ENTRIES)
+    """How many live traced signatures the cache holds."""
+    with _LOCK:
+        return sum(1 for entry in _ENTRIES.values() if not entry.dead)
 
 
 def _aval(leaf: Any) -> Any:
@@ -97,19 +139,24 @@ def lookup(root: Any) -> Entry:
     """The cached entry for ``root``'s call, tracing it on a miss."""
     key = _key(root)
     if key is not None:
-        try:
-            entry = _ENTRIES.get(key)
-        except (TypeError, ValueError):  # a static leaf whose == does not answer a bool
-            key, entry = None, None
-        if entry is not None and all(a is b for a, b in zip(entry.anchors, root.anchors)):
-            _ENTRIES.move_to_end(key)
-            return entry
+        with _LOCK:
+            try:
+                entry = _ENTRIES.get(key)
+            except (TypeError, ValueError):  # a static leaf whose == does not answer a bool
+                key, entry = None, None
+            if entry is not None and entry.anchored(root.anchors):
+                _ENTRIES.move_to_end(key)
+                return entry
+    # Traced outside the lock: tracing runs user code, which may capture on another thread.
     closed, output_shape = jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
     entry = Entry(closed, output_shape, tuple(root.anchors or ()))
     if key is not None:
-        _ENTRIES[key] = entry
-        while len(_ENTRIES) > CAPACITY:
-            _ENTRIES.popitem(last=False)
+        with _LOCK:
+            for stale in [stale for stale, held in _ENTRIES.items() if held.dead]:
+                del _ENTRIES[stale]
+            _ENTRIES[key] = entry
+            while len(_ENTRIES) > CAPACITY:
+                _ENTRIES.popitem(last=False)
     return entry
 
 

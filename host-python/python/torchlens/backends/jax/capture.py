@@ -27,6 +27,14 @@ _Array = jax.Array
 _DropVar = jcore.DropVar
 
 
+# Slicing and stacking move data without arithmetic, so a jitted version returns the very bits
+# the eager one does, at one dispatch instead of the eager ``jax.lax``/``jax.numpy`` wrappers.
+_index_in_dim = jax.jit(
+    lambda value, index: jax.lax.index_in_dim(value, index, keepdims=False), static_argnums=1
+)
+_stack = jax.jit(lambda *values: jax.numpy.stack(values))
+
+
 class IndexInDim:
     """Slice ``index`` of the leading axis (what ``scan`` hands its body each iteration)."""
 
@@ -36,7 +44,7 @@ class IndexInDim:
         self.index = index
 
     def __call__(self, value: Any) -> list:
-        return [jax.lax.index_in_dim(value, self.index, keepdims=False)]
+        return [_index_in_dim(value, self.index)]
 
 
 def as_array(value: Any) -> Any:
@@ -52,7 +60,7 @@ def copy_value(value: Any) -> list:
 
 def stack(*values: Any) -> list:
     """The per-iteration outputs of an unrolled ``scan``, stacked on a new leading axis."""
-    return [jax.numpy.stack(values)]
+    return [_stack(*values)]
 
 
 #: Rendered equation parameters, by (name, value): the same parameters recur across equations

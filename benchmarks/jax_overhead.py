@@ -124,10 +124,21 @@ def _describe(repeats: int) -> str:
     return f"jax {jax.__version__}, CPU, median of {repeats}"
 
 
+def _traced(tl, fn, x, reference: bool):
+    """One capture, counted until its output is computed: JAX dispatches asynchronously, so a
+    capture (like a plain call) can return before XLA has run its last ops."""
+    trace = tl.trace(fn, x, backend="jax")
+    if reference:
+        jax.block_until_ready(trace[-1].out)  # the reference's last op is the output
+    else:
+        jax.block_until_ready([op.out for op in trace.outputs])
+    return trace
+
+
 BATTERY = Battery(
     entries=functions,
     plain=lambda fn, x: jax.block_until_ready(fn(*x)),
-    traced=lambda tl, fn, x, reference: tl.trace(fn, x, backend="jax"),
+    traced=_traced,
     describe=_describe,
 )
 

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
-from measurement import measure_in_reference_python, timed
+from measurement import STATISTICS, measure_in_reference_python, timed
 
 #: (name, function, inputs) of one battery entry.
 Entry = Tuple[str, Any, Any]
@@ -42,7 +42,9 @@ def op_count(trace: Any, reference: bool) -> int:
     return len(trace) if reference else len(trace.ops)
 
 
-def measure(battery: Battery, repeats: int, reference: bool, only: Optional[str] = None) -> dict:
+def measure(
+    battery: Battery, repeats: int, reference: bool, only: Optional[str] = None, statistic: str = "median"
+) -> dict:
     import torchlens as tl
 
     # The reference is slow per op: fewer timed runs keep a comparison within minutes.
@@ -51,14 +53,16 @@ def measure(battery: Battery, repeats: int, reference: bool, only: Optional[str]
     for name, fn, inputs in battery.entries():
         if only is not None and name != only:
             continue
-        plain = timed(lambda fn=fn, inputs=inputs: battery.plain(fn, inputs), repeats)
+        plain = timed(lambda fn=fn, inputs=inputs: battery.plain(fn, inputs), repeats, statistic)
         try:
             # The first capture of a function pays what a framework traces and compiles once
             # (``first``); ``full`` is the median of the captures after it.
             start = time.perf_counter()
             ops = op_count(battery.traced(tl, fn, inputs, reference), reference)
             first = time.perf_counter() - start
-            full = timed(lambda fn=fn, inputs=inputs: battery.traced(tl, fn, inputs, reference), runs)
+            full = timed(
+                lambda fn=fn, inputs=inputs: battery.traced(tl, fn, inputs, reference), runs, statistic
+            )
         except Exception as error:  # the reference refuses or breaks on some functions
             results[name] = {"failed": f"{type(error).__name__}: {str(error)[:80]}"}
             continue
@@ -112,9 +116,18 @@ def main(battery: Battery, description: str, script: str, default_repeats: int =
     parser.add_argument(
         "--reference-timeout", type=float, default=180.0, help="seconds per reference function"
     )
+    parser.add_argument(
+        "--statistic",
+        choices=sorted(STATISTICS),
+        default="median",
+        help="how the timed runs fold (min: the least disturbed run, on a shared machine)",
+    )
     arguments = parser.parse_args()
     if arguments.mode in ("ours", "reference"):
-        print(json.dumps(measure(battery, arguments.repeats, arguments.mode == "reference", arguments.only)))
+        is_reference = arguments.mode == "reference"
+        print(
+            json.dumps(measure(battery, arguments.repeats, is_reference, arguments.only, arguments.statistic))
+        )
         return
     reference = {}
     if arguments.reference_python:
@@ -123,10 +136,13 @@ def main(battery: Battery, description: str, script: str, default_repeats: int =
                 arguments.reference_python,
                 script,
                 arguments.repeats,
-                ("--only", name),
+                ("--only", name, "--statistic", arguments.statistic),
                 arguments.reference_timeout,
             )
             reference[name] = answer.get(name, answer)
-    ours = measure(battery, arguments.repeats, False)
-    print(battery.describe(arguments.repeats))
+    ours = measure(battery, arguments.repeats, False, statistic=arguments.statistic)
+    print(
+        battery.describe(arguments.repeats)
+        + ("" if arguments.statistic == "median" else f" ({arguments.statistic})")
+    )
     report(ours, reference)

@@ -131,7 +131,9 @@ def _traced(tl, fn, x, reference: bool):
     if reference:
         jax.block_until_ready(trace[-1].out)  # the reference's last op is the output
     else:
-        jax.block_until_ready([op.out for op in trace.outputs])
+        # Every value the capture computed (its runtime values; ``trace.outputs`` would first
+        # build every op object, which is the cost of reading a trace, not of capturing it).
+        jax.block_until_ready(list(trace._runtime.values.values()))
     return trace
 
 

@@ -1,39 +1,39 @@
 """The names a trace gives a call's positional inputs: the parameter names of the traced
 function (``x``, ``tokens``), ``args.<n>`` past them or for ``*args``. Reading a signature costs
 tens of microseconds, a visible part of a small model's trace, so the parameters are read once
-per function (a bound method's function, so every call of ``model.forward`` shares them)."""
+per function (a bound method's function, so every call of ``model.forward`` shares them) and read
+again only when the function's code or defaults were replaced; an entry goes with its function."""
 
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
-from typing import Any, List, MutableMapping, Optional, Tuple
+from typing import Any, List, MutableMapping, Tuple
 
-#: Function → its parameters (None when it has no readable signature), by bound-ness.
-_PARAMETERS: MutableMapping[Any, Tuple[Optional[list], Optional[list]]] = weakref.WeakKeyDictionary()
+#: Function → (its code, its defaults, whether read through a bound method, its parameters).
+_PARAMETERS: MutableMapping[Any, Tuple[Any, Any, bool, List[inspect.Parameter]]] = weakref.WeakKeyDictionary()
 
 
 def _parameters(function: Any) -> List[inspect.Parameter]:
-    underlying = getattr(function, "__func__", None)
-    bound = underlying is not None
-    key = underlying if bound else function
-    try:
-        cached = _PARAMETERS.get(key)
-    except TypeError:  # not weakly referenceable or not hashable: read it every time
-        cached, key = None, None
-    if cached is not None and cached[bound] is not None:
-        return cached[bound]
+    underlying = getattr(function, "__func__", function)
+    bound = underlying is not function
+    cacheable = isinstance(underlying, types.FunctionType)
+    if cacheable:
+        known = _PARAMETERS.get(underlying)
+        if (
+            known is not None
+            and known[0] is underlying.__code__
+            and known[1] is underlying.__defaults__
+            and known[2] == bound
+        ):
+            return known[3]
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
         parameters = []
-    if key is not None:
-        entry = list(cached) if cached is not None else [None, None]
-        entry[bound] = parameters
-        try:
-            _PARAMETERS[key] = (entry[0], entry[1])
-        except TypeError:
-            pass
+    if cacheable:
+        _PARAMETERS[underlying] = (underlying.__code__, underlying.__defaults__, bound, parameters)
     return parameters
 
 

@@ -5,14 +5,13 @@ those leaves that ``jax.make_jaxpr`` can trace."""
 from __future__ import annotations
 
 import functools
-import inspect
 import os
-import types
-import weakref
 from typing import Any, Callable, List, Optional, Tuple
 
 import jax
 import numpy as np
+
+from torchlens.adapter_kit.argument_names import argument_names
 
 from .jaxpr_cache import function_anchors
 from .refusals import refuse
@@ -110,38 +109,6 @@ def check_root(model: Any, leaves: List[Any]) -> None:
             "transformed_root_callable",
             "call tl.trace outside jax.jit / jax.vmap / jax.grad",
         )
-
-
-#: Plain functions' signature parameters (``inspect.signature`` costs more than the rest of
-#: naming a capture's inputs); dropped with the function.
-_PARAMETERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _parameters(function: Any) -> List[inspect.Parameter]:
-    cacheable = isinstance(function, types.FunctionType)
-    if cacheable:
-        known = _PARAMETERS.get(function)
-        if known is not None and known[0] is function.__code__ and known[1] is function.__defaults__:
-            return known[2]
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        parameters = []
-    if cacheable:
-        _PARAMETERS[function] = (function.__code__, function.__defaults__, parameters)
-    return parameters
-
-
-def argument_names(function: Any, count: int, skip: int) -> List[str]:
-    parameters = _parameters(function)[skip:]
-    names = []
-    for index in range(count):
-        parameter = parameters[index] if index < len(parameters) else None
-        if parameter is None or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            names.append(f"args.{index}")
-        else:
-            names.append(parameter.name)
-    return names
 
 
 class Root:

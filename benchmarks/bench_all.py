@@ -335,7 +335,13 @@ def main() -> None:
     )
     parser.add_argument("--reference-python", help="a Python with the reference torchlens 2.36.1")
     parser.add_argument("--tlspec", default="target/release/tlspec", help="the CLI binary (scale part)")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--reference-timeout",
+        type=float,
+        default=90.0,
+        help="seconds the reference may take per preview-framework function (slower: reported as such)",
+    )
     parser.add_argument("--write", help="write the tables to this Markdown file too")
     parser.add_argument("--only", nargs="+", help="run only these parts (torch, jax, ..., save, scale)")
     arguments = parser.parse_args()
@@ -349,8 +355,9 @@ def main() -> None:
     for backend, script in CAPTURE_SCRIPTS:
         if backend in wanted:
             print(f"measuring {backend} ...", file=sys.stderr, flush=True)
+            extra = [] if backend == "torch" else ["--reference-timeout", str(arguments.reference_timeout)]
             parts[backend] = run_part(
-                [script, "--json", "--repeats", str(arguments.repeats), *reference], 3600
+                [script, "--json", "--repeats", str(arguments.repeats), *reference, *extra], 3600
             )
         else:
             parts[backend] = {"failed": NOT_RUN}

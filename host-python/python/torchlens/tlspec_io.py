@@ -94,7 +94,12 @@ def write_tlspec(
         "payload_checksums": [],
         "extra": [("source_paths", source_paths), *extra],
     }
-    prefix, placements, crc_table_offset, file_length = trace._native.encode(manifest)
+    try:
+        prefix, placements, crc_table_offset, file_length = trace._native.encode(manifest)
+    except UnsupportedError as error:
+        if error.code == "tlspec_payload_dtype_unsupported":
+            _raise_backend_refusal(trace)
+        raise
     phases["encode"] = time.perf_counter() - started
     with atomic_file(path, buffering=0, phase_seconds=phases) as out:
         started = time.perf_counter()
@@ -128,6 +133,15 @@ def write_tlspec(
                 )
         phases["write_and_crc"] = time.perf_counter() - started
     return manifest, placements
+
+
+def _raise_backend_refusal(trace: Trace) -> None:
+    """The core refused a payload's dtype: the backend's codec, when it refuses the value itself,
+    says more precisely why and what to do (``tf_payload_unencodable`` for a string tensor), so
+    its refusal is raised instead. Nothing has been written yet."""
+    backend = trace._backend
+    for slot in list(trace._payloads):
+        backend.payload_bytes(_placed_value(trace, slot))
 
 
 def _save_level(trace: Trace) -> str:

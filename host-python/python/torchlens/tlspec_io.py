@@ -93,7 +93,12 @@ def write_tlspec(
         "payload_checksums": [],
         "extra": [("source_paths", source_paths), *extra],
     }
-    prefix, placements, crc_table_offset, file_length = trace._native.encode(manifest)
+    try:
+        prefix, placements, crc_table_offset, file_length = trace._native.encode(manifest)
+    except UnsupportedError as error:
+        if error.code == "tlspec_payload_dtype_unsupported":
+            _raise_backend_refusal(trace)
+        raise
     phases["encode"] = time.perf_counter() - started
     with atomic_file(path, buffering=0, phase_seconds=phases) as out:
         started = time.perf_counter()
@@ -127,6 +132,15 @@ def write_tlspec(
                 )
         phases["write_and_crc"] = time.perf_counter() - started
     return manifest, placements
+
+
+def _raise_backend_refusal(trace: Trace) -> None:
+    """When the core cannot store a payload's dtype, the backend usually knows why (a TF
+    string tensor, ...) and refuses with its own code and remedy: ask it for each kept value's
+    bytes, which raises that refusal. Only on this failure path: a save that succeeds reads
+    every value once, while writing it."""
+    for slot in list(trace._payloads):
+        trace._backend.payload_bytes(trace._payload(slot))
 
 
 def _placed_value(trace: Trace, slot: int) -> Any:

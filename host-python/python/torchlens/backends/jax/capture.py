@@ -1,8 +1,10 @@
-"""One capture of a JAX function: trace it to a jaxpr once (``jax.make_jaxpr``), then evaluate
-the jaxpr equation by equation with real values (``Primitive.bind``), reporting each equation
-to the core as one raw event. Nested pure ``jit`` calls and ``custom_jvp`` calls are inlined;
-``scan``, ``cond`` and capped ``while`` are unrolled; over-cap loops and ``custom_vjp`` calls
-become regions (one boundary node, one projection node per output)."""
+"""One capture of a JAX function: evaluate its jaxpr (traced once per call signature, see
+:mod:`.jaxpr_cache`) equation by equation with real values, each plain equation through the
+executable its eager bind would run (:mod:`.dispatch`), reporting each equation to the core as
+one raw event. Each jaxpr is walked through its compiled :mod:`.program`. Nested pure ``jit``
+calls and ``custom_jvp`` calls are inlined; ``scan``, ``cond`` and capped ``while`` are
+unrolled; over-cap loops and ``custom_vjp`` calls become regions (one boundary node, one
+projection node per output)."""
 
 from __future__ import annotations
 

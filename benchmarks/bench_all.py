@@ -197,12 +197,18 @@ def machine_line() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}"
 
 
+def load_line(start: Tuple[float, float, float], end: Tuple[float, float, float]) -> str:
+    """The machine's load average when the run started and ended: per-op figures of small models
+    move with anything else running, so the document says how busy the machine was."""
+    return f"load average {start[0]:.1f} at the start, {end[0]:.1f} at the end (1-minute)"
+
+
 def commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
     return done.stdout.strip() or "unknown"
 
 
-def document(parts: Dict[str, Dict[str, Any]], machine: str) -> str:
+def document(parts: Dict[str, Dict[str, Any]], machine: str, load: str = "") -> str:
     """The whole of docs/performance.md."""
     capture = []
     for backend, _script in CAPTURE_SCRIPTS:
@@ -301,7 +307,7 @@ def document(parts: Dict[str, Dict[str, Any]], machine: str) -> str:
     return f"""# Performance
 
 Written by `make bench-all` (`benchmarks/bench_all.py`) on {datetime.date.today().isoformat()} at commit
-`{commit()}`; do not edit by hand. Machine: {machine}. Frameworks as the scripts report them:
+`{commit()}`; do not edit by hand. Machine: {machine}; {load}. Frameworks as the scripts report them:
 {frameworks}. Each figure is a median of runs taken in turns with the plain call; the reference
 (torchlens 2.36.1) runs the same workloads in the same invocation, in `.venv-reference`, on the
 same framework installations.
@@ -352,6 +358,7 @@ def main() -> None:
     )
     wanted = set(arguments.only or [backend for backend, _ in CAPTURE_SCRIPTS] + ["save", "scale"])
     parts: Dict[str, Dict[str, Any]] = {}
+    load_at_start = os.getloadavg()
     for backend, script in CAPTURE_SCRIPTS:
         if backend in wanted:
             print(f"measuring {backend} ...", file=sys.stderr, flush=True)
@@ -371,7 +378,7 @@ def main() -> None:
         parts["scale"] = run_part(["scale.py", "--json", "--tlspec", os.path.abspath(arguments.tlspec)], 3600)
     else:
         parts["scale"] = {"failed": NOT_RUN}
-    text = document(parts, machine_line())
+    text = document(parts, machine_line(), load_line(load_at_start, os.getloadavg()))
     print(text)
     if arguments.write:
         with open(arguments.write, "w", encoding="utf-8") as out:

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -165,8 +165,21 @@ benchmark-save: python-package
 benchmark-hosts: python-package
 	$(PYTHON) benchmarks/host_comparison.py
 
-## bench-all: every benchmark above (minutes; not part of `test`).
-bench-all: bench benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
+## reference-venv: the reference implementation (torchlens 2.36.1) in .venv-reference, on the
+## frameworks of .venv (scripts/setup-reference-venv.sh).
+reference-venv: python-package
+	./scripts/setup-reference-venv.sh
+
+## bench-all: every backend's capture cost, saves and loads, and the 100,000-op scale run, ours
+## beside the reference's with the ratios and the performance targets checked, in one run
+## (tens of minutes; not part of `test`); writes docs/performance.md.
+bench-all: reference-venv
+	cargo build --release -p torchlens-cli
+	$(PYTHON) benchmarks/bench_all.py --reference-python .venv-reference/bin/python \
+		--tlspec target/release/tlspec --write docs/performance.md
+
+## bench-everything: bench-all and every benchmark above, one after the other.
+bench-everything: bench-all bench benchmark-save benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

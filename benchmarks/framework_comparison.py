@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any, Callable, List, Optional, Tuple
 
-from measurement import measure_in_reference_python, timed
+from measurement import STATISTICS, measure_in_reference_python, timed
 
 #: (name, function, inputs) of one battery entry.
 Entry = Tuple[str, Any, Any]
@@ -41,7 +42,9 @@ def op_count(trace: Any, reference: bool) -> int:
     return len(trace) if reference else len(trace.ops)
 
 
-def measure(battery: Battery, repeats: int, reference: bool, only: Optional[str] = None) -> dict:
+def measure(
+    battery: Battery, repeats: int, reference: bool, only: Optional[str] = None, statistic: str = "median"
+) -> dict:
     import torchlens as tl
 
     # The reference is slow per op: fewer timed runs keep a comparison within minutes.
@@ -50,22 +53,33 @@ def measure(battery: Battery, repeats: int, reference: bool, only: Optional[str]
     for name, fn, inputs in battery.entries():
         if only is not None and name != only:
             continue
-        plain = timed(lambda fn=fn, inputs=inputs: battery.plain(fn, inputs), repeats)
+        plain = timed(lambda fn=fn, inputs=inputs: battery.plain(fn, inputs), repeats, statistic)
         try:
+            # The first capture of a function pays what a framework traces and compiles once
+            # (``first``); ``full`` is the median of the captures after it.
+            start = time.perf_counter()
             ops = op_count(battery.traced(tl, fn, inputs, reference), reference)
-            full = timed(lambda fn=fn, inputs=inputs: battery.traced(tl, fn, inputs, reference), runs)
+            first = time.perf_counter() - start
+            full = timed(
+                lambda fn=fn, inputs=inputs: battery.traced(tl, fn, inputs, reference), runs, statistic
+            )
         except Exception as error:  # the reference refuses or breaks on some functions
             results[name] = {"failed": f"{type(error).__name__}: {str(error)[:80]}"}
             continue
-        results[name] = {"ops": ops, "plain": plain, "full": full}
+        results[name] = {"ops": ops, "plain": plain, "full": full, "first": first}
     return results
 
 
+def _ms(row: dict, key: str) -> str:
+    """A duration in ms, or a dash where a row (an older run's) lacks it."""
+    return f"{row[key] * 1e3:.2f}" if key in row else "-"
+
+
 def report(ours: dict, reference: dict) -> None:
-    header = f"{'function':<14}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}"
+    header = f"{'function':<14}{'ops':>6}{'plain ms':>10}{'first ms':>10}{'full ms':>10}{'x plain':>9}"
     header += f"{'µs/op':>8}{'all µs/op':>11}"
     if reference:
-        header += f"{'ref ops':>9}{'ref ms':>10}{'ref all µs/op':>15}{'speed-up':>10}"
+        header += f"{'ref ops':>9}{'ref first':>11}{'ref ms':>10}{'ref all µs/op':>15}{'speed-up':>10}"
     print(header)
     for name, row in ours.items():
         if "failed" in row:
@@ -73,7 +87,8 @@ def report(ours: dict, reference: dict) -> None:
             continue
         per_op = (row["full"] - row["plain"]) / row["ops"] * 1e6
         line = (
-            f"{name:<14}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{row['full'] * 1e3:>10.2f}"
+            f"{name:<14}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{_ms(row, 'first'):>10}"
+            f"{row['full'] * 1e3:>10.2f}"
             f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['full'] / row['ops'] * 1e6:>11.1f}"
         )
         ref = reference.get(name)
@@ -81,7 +96,7 @@ def report(ours: dict, reference: dict) -> None:
             line += f"   reference failed: {ref['failed']}"
         elif ref is not None:
             speed_up = (ref["full"] / ref["ops"]) / (row["full"] / row["ops"])
-            line += f"{ref['ops']:>9}{ref['full'] * 1e3:>10.1f}"
+            line += f"{ref['ops']:>9}{_ms(ref, 'first'):>11}{ref['full'] * 1e3:>10.1f}"
             line += f"{ref['full'] / ref['ops'] * 1e6:>15.1f}{speed_up:>10.1f}"
         print(line)
 
@@ -101,9 +116,21 @@ def main(battery: Battery, description: str, script: str, default_repeats: int =
     parser.add_argument(
         "--reference-timeout", type=float, default=180.0, help="seconds per reference function"
     )
+    parser.add_argument(
+        "--statistic",
+        choices=sorted(STATISTICS),
+        default="median",
+        help="how the timed runs fold (min: the least disturbed run, on a shared machine)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print ours and the reference's as one JSON object"
+    )
     arguments = parser.parse_args()
     if arguments.mode in ("ours", "reference"):
-        print(json.dumps(measure(battery, arguments.repeats, arguments.mode == "reference", arguments.only)))
+        is_reference = arguments.mode == "reference"
+        print(
+            json.dumps(measure(battery, arguments.repeats, is_reference, arguments.only, arguments.statistic))
+        )
         return
     reference = {}
     if arguments.reference_python:
@@ -112,10 +139,20 @@ def main(battery: Battery, description: str, script: str, default_repeats: int =
                 arguments.reference_python,
                 script,
                 arguments.repeats,
-                ("--only", name),
+                ("--only", name, "--statistic", arguments.statistic),
                 arguments.reference_timeout,
             )
             reference[name] = answer.get(name, answer)
-    ours = measure(battery, arguments.repeats, False)
-    print(battery.describe(arguments.repeats))
+    ours = measure(battery, arguments.repeats, False, statistic=arguments.statistic)
+    if arguments.json:
+        print(
+            json.dumps(
+                {"framework": battery.describe(arguments.repeats), "ours": ours, "reference": reference}
+            )
+        )
+        return
+    print(
+        battery.describe(arguments.repeats)
+        + ("" if arguments.statistic == "median" else f" ({arguments.statistic})")
+    )
     report(ours, reference)

@@ -9,19 +9,41 @@ import os
 import statistics
 import subprocess
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
+
+#: How ``timed`` folds its samples: the median, or the minimum (the run least disturbed by other
+#: work on a shared machine).
+STATISTICS = {"median": statistics.median, "min": min}
 
 
-def timed(run: Callable[[], object], repeats: int) -> float:
-    """Median seconds of ``repeats`` runs after one warm-up (which also compiles what a lazy
-    framework compiles on first use)."""
+def timed(run: Callable[[], object], repeats: int, statistic: str = "median") -> float:
+    """Median (or ``statistic``) seconds of ``repeats`` runs after one warm-up (which also
+    compiles what a lazy framework compiles on first use)."""
     run()
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return STATISTICS[statistic](samples)
+
+
+def interleaved(runs: Dict[str, Callable[[], object]], repeats: int, block: int = 1) -> Dict[str, float]:
+    """Median seconds per call of each run, measured in turns (a block of ``block`` calls of
+    each, then again): a machine that slows down for a while slows every run alike, so ratios
+    between them hold. Within a block the calls run back to back, so work one call leaves
+    behind (a garbage collection its allocations trigger) is paid inside its own block rather
+    than by whichever call happens to come next. One warm-up each first."""
+    for run in runs.values():
+        run()
+    samples: Dict[str, list] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            for _ in range(block):
+                run()
+            samples[name].append((time.perf_counter() - start) / block)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def measure_in_reference_python(

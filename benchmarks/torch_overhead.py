@@ -1,11 +1,13 @@
 """How much tl.trace costs on torch models, against a plain forward pass and (optionally) the
 reference implementation, in the same run.
 
-    python benchmarks/torch_overhead.py [--reference-python PATH] [--repeats N]
+    python benchmarks/torch_overhead.py [--reference-python PATH] [--repeats N] [--json]
 
-For each model: plain forward, tl.trace saving every op, tl.trace with a narrow ``save=``; the
-per-op overhead above the plain forward and the ratio to it. With ``--reference-python``, the
-same models run under that interpreter's ``torchlens`` (the reference, 2.36.1, whose default
+For each model: plain forward, tl.trace saving every op, tl.trace with a narrow ``save=``
+(measured in turns, so a machine that slows for a while slows all three alike); the per-op
+overhead above the plain forward and the ratio to it. ``fixed_cost`` is a one-op model: its
+trace minus its forward is the fixed cost of a trace. With ``--reference-python``, the same
+models run under that interpreter's ``torchlens`` (the reference, 2.36.1, whose default
 ``trace`` saves every op) and the figures print side by side.
 """
 
@@ -13,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from typing import Tuple
 
 import torch
 import torch.nn as nn
-from measurement import measure_in_reference_python, timed
+import torch.nn.functional as F
+from measurement import interleaved, measure_in_reference_python
 
 
 def mlp() -> nn.Module:
@@ -70,32 +75,112 @@ class Chain(nn.Module):
         return x
 
 
+class DeepMlp(nn.Module):
+    """Fifty residual layers, four ops each (linear, relu, add, scale): 202 ops with input and
+    output, the issue's "deep 50-layer MLP chain"."""
+
+    def __init__(self, layers: int = 50, width: int = 64) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = (x + torch.relu(layer(x))) * 0.5
+        return x
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: fused QKV, scaled dot-product attention, a GELU MLP."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class Transformer(nn.Module):
+    """Six blocks between an embedding and a vocabulary head (82 ops)."""
+
+    def __init__(self, blocks: int = 6, dim: int = 64, vocabulary: int = 1000) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, dim)
+        self.blocks = nn.ModuleList(Block(dim) for _ in range(blocks))
+        self.head = nn.Linear(dim, vocabulary)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class OneOp(nn.Module):
+    """One op: its trace minus its forward is what every trace costs before its ops."""
+
+    def forward(self, x):
+        return x + 1
+
+
 def models():
     import torchvision
 
     torch.manual_seed(0)
     return [
+        ("deep_mlp_50", DeepMlp().eval(), torch.randn(8, 64)),
+        ("transformer_6", Transformer().eval(), torch.randint(0, 1000, (2, 32))),
+        ("resnet18", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 224, 224)),
+        ("resnet18_b8", torchvision.models.resnet18(weights=None).eval(), torch.randn(8, 3, 224, 224)),
+        ("fixed_cost", OneOp(), torch.randn(4)),
         ("mlp", mlp().eval(), torch.randn(32, 256)),
         ("small_cnn", SmallCnn().eval(), torch.randn(8, 3, 32, 32)),
-        ("resnet18", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 224, 224)),
-        ("small_transformer", SmallTransformer().eval(), torch.randint(0, 1000, (2, 32))),
         ("chain_1000_ops", Chain(), torch.randn(4)),
     ]
 
 
+def runs_for(call, repeats: int, budget: float = 2.0) -> Tuple[int, int]:
+    """(turns, calls per turn) for one model: at least ``repeats`` turns; a model that takes
+    microseconds runs in blocks of about 20 ms (so the work a trace leaves behind, such as a
+    garbage collection, lands in its own block) and in more turns, up to about ``budget``
+    seconds, so its medians settle too."""
+    start = time.perf_counter()
+    call()
+    once = max(time.perf_counter() - start, 1e-6)
+    block = max(1, int(0.02 / once))
+    turns = max(repeats, min(101, int(budget / (once * block))))
+    return turns, block
+
+
 def measure_ours(repeats: int) -> dict:
+    import warnings
+
     import torchlens as tl
+
+    # The narrow selector matches nothing on models without relu or linear (fixed_cost).
+    warnings.filterwarnings("ignore", category=tl.errors.SelectorMatchedNothingWarning)
 
     results = {}
     for name, model, x in models():
         with torch.no_grad():
-            plain = timed(lambda model=model, x=x: model(x), repeats)
             trace = tl.trace(model, x)
-            full = timed(lambda model=model, x=x: tl.trace(model, x), repeats)
-            narrow = timed(
-                lambda model=model, x=x: tl.trace(model, x, save=tl.func("relu") | tl.func("linear")), repeats
-            )
-        results[name] = {"ops": len(trace), "plain": plain, "full": full, "narrow": narrow}
+            runs = {
+                "plain": lambda model=model, x=x: model(x),
+                "full": lambda model=model, x=x: tl.trace(model, x),
+                "narrow": lambda model=model, x=x: tl.trace(
+                    model, x, save=tl.func("relu") | tl.func("linear")
+                ),
+            }
+            turns, block = runs_for(runs["full"], repeats)
+            timings = interleaved(runs, turns, block)
+        results[name] = {"ops": len(trace), **timings}
     return results
 
 
@@ -105,10 +190,15 @@ def measure_reference(repeats: int) -> dict:
     results = {}
     for name, model, x in models():
         with torch.no_grad():
-            plain = timed(lambda model=model, x=x: model(x), repeats)
             ops = len(reference.trace(model, x).ops)
-            full = timed(lambda model=model, x=x: reference.trace(model, x), max(1, repeats // 3))
-        results[name] = {"ops": ops, "plain": plain, "full": full}
+            runs = {
+                "plain": lambda model=model, x=x: model(x),
+                "full": lambda model=model, x=x: reference.trace(model, x),
+            }
+            # The reference is slow per op: fewer timed runs keep a comparison within minutes.
+            turns, block = runs_for(runs["full"], repeats, budget=1.0)
+            timings = interleaved(runs, max(3, turns // 3), block)
+        results[name] = {"ops": ops, **timings}
     return results
 
 
@@ -142,6 +232,9 @@ def main() -> None:
     parser.add_argument("--reference-python", help="a Python with the reference torchlens 2.36.1")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--mode", choices=["ours", "reference", "compare"], default="compare")
+    parser.add_argument(
+        "--json", action="store_true", help="print ours and the reference's as one JSON object"
+    )
     arguments = parser.parse_args()
     torch.set_num_threads(1)
     if arguments.mode == "ours":
@@ -154,7 +247,10 @@ def main() -> None:
     if arguments.reference_python:
         reference = measure_in_reference_python(arguments.reference_python, __file__, arguments.repeats)
     ours = measure_ours(arguments.repeats)
-    print(f"torch {torch.__version__}, 1 thread, median of {arguments.repeats}")
+    if arguments.json:
+        print(json.dumps({"framework": f"torch {torch.__version__}", "ours": ours, "reference": reference}))
+        return
+    print(f"torch {torch.__version__}, 1 thread, median of at least {arguments.repeats} runs in turns")
     report(ours, reference)
 
 

@@ -5,6 +5,7 @@ backend runs on its declared example model; a planned one must refuse before any
 
 from __future__ import annotations
 
+import gc
 import importlib
 import threading
 
@@ -107,7 +108,29 @@ def test_an_exception_inside_the_forward_leaves_nothing_behind(name, interruptio
         tl.trace(raising, args, backend=name)
     assert open_session_count() == 0
     assert _framework_namespace(spec) == before
+    # The garbage collector, paused while a capture runs, is back on.
+    assert gc.isenabled()
     assert tl.trace(model, args, backend=name).labels == expected
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_the_garbage_collector_is_paused_during_a_capture_and_restored_after(name):
+    spec, adapter, model, args = _built(name)
+    seen = []
+
+    def watched(*inputs):
+        seen.append(gc.isenabled())
+        return model(*inputs)
+
+    tl.trace(watched, args, backend=name)
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        tl.trace(model, args, backend=name)
+        # A collector the caller turned off stays off.
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 # A plain callable hides a module's parameters from adapters that find them on the root (the

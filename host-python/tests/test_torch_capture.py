@@ -393,3 +393,36 @@ def test_a_trace_under_inference_mode_keeps_copies_of_inference_tensors():
         expected = model(x)
     assert torch.equal(trace.outputs[0].out, expected)
     assert trace.validate_forward_pass() is True
+
+
+class _CallSites(torch.nn.Module):
+    """Ops reached through torch's own frames (nn.Linear's forward, F.layer_norm's Python
+    dispatch) and ops called directly: each op's source is the line of this file that called it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.LayerNorm(4)
+
+    def forward(self, x):
+        hidden = self.fc(x)  # call site: linear
+        hidden = self.norm(hidden)  # call site: layer_norm
+        return torch.relu(hidden)  # call site: relu
+
+
+def test_sources_name_the_users_line_through_torch_frames():
+    import inspect
+
+    lines, first = inspect.getsourcelines(_CallSites.forward)
+    expected = {
+        name: first + index
+        for index, line in enumerate(lines)
+        for name in ("linear", "layer_norm", "relu")
+        if f"call site: {name}" in line
+    }
+    model = _CallSites()
+    for _ in range(2):  # the second capture reads the locator's per-code cache
+        trace = tl.trace(model, torch.randn(2, 4))
+        for name, line in expected.items():
+            (op,) = [op for op in trace.ops if op.func_name == name]
+            assert op.source == (__file__, line, "forward"), (name, op.source)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
+from .collector_pause import collector_paused
 from .options import CaptureOptions, StreamingOptions
 from .trace import Trace
 
@@ -59,7 +60,8 @@ def trace(
     )
     _ACTIVE.tracing = True
     try:
-        return get_backend(spec.name).capture(request)
+        with collector_paused():
+            return get_backend(spec.name).capture(request)
     finally:
         _ACTIVE.tracing = False
 
@@ -183,7 +185,8 @@ def record(
     args = tuple(x) if isinstance(x, (tuple, list)) else (x,)
     # The backend's bound implementation: (model, positional inputs, keyword inputs, selector).
     implementation = spec.capability_implementations["sparse_recording"]
-    recording = implementation(model, args, dict(kwargs or {}), as_selector(save))
+    with collector_paused():
+        recording = implementation(model, args, dict(kwargs or {}), as_selector(save))
     return (recording.output, recording) if return_output else recording
 
 

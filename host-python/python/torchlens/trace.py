@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
+from .collector_pause import collector_paused
 from .errors import NotFoundError, SelectorMatchedNothingWarning
 from .selectors import Selector, as_selector
 
@@ -521,7 +522,10 @@ class Trace:
     def ops(self) -> List[Op]:
         """Every op, in capture order."""
         if self._ops is None:
-            self._ops = [Op(self, info) for info in self._native.ops()]
+            # Tens of objects per op at once: the cyclic collector would walk the whole heap
+            # several times over on a large trace (see collector_pause).
+            with collector_paused():
+                self._ops = [Op(self, info) for info in self._native.ops()]
         return self._ops
 
     @property

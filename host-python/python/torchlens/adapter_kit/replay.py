@@ -63,25 +63,43 @@ class ParamRef(ValueRef):
     __slots__ = ()
 
 
-@dataclass
 class ReplayRecord:
     """How to re-run the op that produced one value: ``call(*args, **kwargs)`` with the
     templates' references filled in; ``output_index`` picks this value among several results.
     An ``opaque`` record stands for a region no per-op replay can check; a ``seam`` record is one
     output of such a region, re-run with the whole region: its value is checked, but which of the
     region's inputs it depends on is hidden inside the region, so it is not perturbed (the
-    region's ``opaque`` boundary already keeps the status from passing)."""
+    region's ``opaque`` boundary already keeps the status from passing).
 
-    call: Optional[Callable[..., Any]]
-    func_name: str
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    output_index: Optional[int] = None
-    opaque: bool = False
-    seam: bool = False
-    #: The validation reason an ``opaque`` record reports (``control_flow_region`` for a
-    #: While/If, ``predict_loop_region`` for a ``Model.predict`` loop).
-    region_reason: str = "opaque_region"
+    One is made for every value a capture records: a slotted class (no per-instance dict) keeps
+    that to one small allocation."""
+
+    __slots__ = ("call", "func_name", "args", "kwargs", "output_index", "opaque", "seam", "region_reason")
+
+    def __init__(
+        self,
+        call: Optional[Callable[..., Any]],
+        func_name: str,
+        args: tuple = (),
+        kwargs: Optional[dict] = None,
+        output_index: Optional[int] = None,
+        opaque: bool = False,
+        seam: bool = False,
+        region_reason: str = "opaque_region",
+    ) -> None:
+        self.call = call
+        self.func_name = func_name
+        self.args = args
+        self.kwargs: dict = {} if kwargs is None else kwargs
+        self.output_index = output_index
+        self.opaque = opaque
+        self.seam = seam
+        #: The validation reason an ``opaque`` record reports (``control_flow_region`` for a
+        #: While/If, ``predict_loop_region`` for a ``Model.predict`` loop).
+        self.region_reason = region_reason
+
+    def __repr__(self) -> str:
+        return f"ReplayRecord({self.func_name!r}, output_index={self.output_index!r}, opaque={self.opaque!r})"
 
 
 @dataclass
@@ -115,28 +133,55 @@ def argument_template(
     """The parents and replay templates of one call. Each argument of ``array_type`` (at the top
     level, or inside a list or tuple argument) becomes ``reference(array)``'s
     ``(value id, reference)``, positional or keyword; keyword arguments take the positions after
-    the positional ones. It runs once per captured op, so it stays one flat pass."""
+    the positional ones. It runs once per captured op, so it stays one flat pass without helper
+    calls for the common arguments (arrays and plain constants)."""
     parents: List[Tuple[int, int]] = []
-
-    def templated(argument: Any, position: int) -> Any:
+    template = []
+    position = 0
+    for argument in args:
         if isinstance(argument, array_type):
             value_id, ref = reference(argument)
             parents.append((value_id, position))
-            return ref
-        if isinstance(argument, (tuple, list)) and any(isinstance(item, array_type) for item in argument):
-            # Arrays inside a list argument (torch.cat) are references too: the template must
-            # never hold a value the selection released.
-            items = [templated(item, position) if isinstance(item, array_type) else item for item in argument]
-            return tuple(items) if isinstance(argument, tuple) else items
-        return argument
-
-    template = [templated(argument, position) for position, argument in enumerate(args)]
-    position = len(args)
+            template.append(ref)
+        elif isinstance(argument, (tuple, list)):
+            template.append(_sequence_template(argument, position, parents, array_type, reference))
+        else:
+            template.append(argument)
+        position += 1
     keywords: dict = {}
     for key, argument in kwargs.items():
-        keywords[key] = templated(argument, position)
+        if isinstance(argument, array_type):
+            value_id, ref = reference(argument)
+            parents.append((value_id, position))
+            keywords[key] = ref
+        elif isinstance(argument, (tuple, list)):
+            keywords[key] = _sequence_template(argument, position, parents, array_type, reference)
+        else:
+            keywords[key] = argument
         position += 1
     return parents, tuple(template), keywords
+
+
+def _sequence_template(
+    argument: Any,
+    position: int,
+    parents: List[Tuple[int, int]],
+    array_type: Any,
+    reference: Callable[[Any], Tuple[int, ValueRef]],
+) -> Any:
+    """A list or tuple argument: arrays inside it (torch.cat's list) are references too, so the
+    template never holds a value the selection released; they share the argument's position."""
+    if not any(isinstance(item, array_type) for item in argument):
+        return argument
+    items = []
+    for item in argument:
+        if isinstance(item, array_type):
+            value_id, ref = reference(item)
+            parents.append((value_id, position))
+            items.append(ref)
+        else:
+            items.append(item)
+    return tuple(items) if isinstance(argument, tuple) else items
 
 
 def template_leaves(template: Any) -> Iterator[Any]:

@@ -148,6 +148,29 @@ class CaptureSession:
         self._native.param(value_id, address, module_id, tuple(shape), dtype, trainable)
         self._sent()
 
+    def declare(
+        self,
+        modules: Sequence[Tuple[int, List[str], str, bool, bool]],
+        params: Sequence[Tuple[int, str, int, Sequence[int], str, bool]],
+    ) -> None:
+        """Declares a whole model at once: ``modules`` as :meth:`module` takes them, then
+        ``params`` as :meth:`param` does (one call instead of one per module and parameter, a
+        tenth of a millisecond on a fifty-layer model)."""
+        native = self._native
+        for module_id, addresses, class_name, container, training in modules:
+            native.module(module_id, addresses, class_name, container, training)
+            if addresses and addresses[0] == "self":
+                self._root_module = module_id
+        for value_id, address, module_id, shape, dtype, trainable in params:
+            native.param(value_id, address, module_id, shape, dtype, trainable)
+        if modules:
+            self.module_generation += 1
+            if self._selector is not None:
+                self._plan_stale = True
+        self._unsent += len(modules) + len(params)
+        if self._unsent >= EVENTS_PER_BATCH:
+            self.flush()
+
     def input(self, name: str, value_id: int, value: Any, shape: Sequence[int], dtype: str) -> None:
         """A model input; kept unless ``save=False``."""
         self._native.input(name, value_id, tuple(shape), dtype, self._keep(value_id, value))
@@ -185,11 +208,26 @@ class CaptureSession:
         # The hot path of every capture: no helper calls per output.
         keep = keep and self._keep_outputs
         payloads = self.payloads
+        hold = self.hold
         described = []
         plan = self._plan
         if keep and self._plan_stale:
             plan = self._compile_plan()
         send_now = False
+        if keep and plan is None:
+            # Every value is kept (no narrow save=): nothing to decide per output.
+            for value_id, value, shape, dtype in outputs:
+                payloads[value_id] = hold(value_id, value)
+                described.append((value_id, shape, dtype, value_id))
+            self._op_count += len(described)
+            self._native.op(func, parents, described, in_place, attributes, source)
+            if self._windows and self._windows[0][0] <= self._op_count:
+                self.flush()
+                return
+            self._unsent += 1
+            if self._unsent >= EVENTS_PER_BATCH:
+                self.flush()
+            return
         for value_id, value, shape, dtype in outputs:
             self._op_count += 1
             if not keep:
@@ -208,7 +246,7 @@ class CaptureSession:
                     self.selected.add(value_id)
                 else:
                     send_now |= self._wait(value_id, value, answer, func, plan)
-            payloads[value_id] = self.hold(value_id, value)
+            payloads[value_id] = hold(value_id, value)
             described.append((value_id, shape, dtype, value_id))
         self._native.op(func, parents, described, in_place, attributes, source)
         if send_now or (self._windows and self._windows[0][0] <= self._op_count):
@@ -280,11 +318,18 @@ class CaptureSession:
             self._root_entered = True
             self._call_counts[module_id] = 1
         else:
-            number = self._call_counts.get(module_id, 0) + 1
-            self._call_counts[module_id] = number
-            self._open_calls.setdefault(module_id, []).append(number)
+            call_counts = self._call_counts
+            number = call_counts.get(module_id, 0) + 1
+            call_counts[module_id] = number
+            calls = self._open_calls.get(module_id)
+            if calls is None:
+                self._open_calls[module_id] = [number]
+            else:
+                calls.append(number)
             self._depth += 1
-        self._sent()
+        self._unsent += 1
+        if self._unsent >= EVENTS_PER_BATCH:
+            self.flush()
 
     def exit(self, module_id: int, outputs: List[int], values: Optional[Sequence[Any]] = None) -> None:
         """A module call ends, returning the values ``outputs`` (``values``, when given, are
@@ -299,8 +344,13 @@ class CaptureSession:
                 call_number = calls.pop()
             self._depth -= 1
         plan = self._plan
+        if plan is None:
+            self._unsent += 1
+            if self._unsent >= EVENTS_PER_BATCH:
+                self.flush()
+            return
         # A call a module boundary term matches: the core answers for its outputs now.
-        if plan is not None and plan.boundaries and plan.is_boundary(module_id, call_number, is_root):
+        if plan.boundaries and plan.is_boundary(module_id, call_number, is_root):
             self.flush()
             if values is not None and self.missed:
                 for value_id, value in zip(outputs, values):

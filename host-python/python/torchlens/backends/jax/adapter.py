@@ -15,8 +15,8 @@ from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.errors import BackendUnsupportedError
 from torchlens.options import CaptureOptions
 
-from . import refusals
-from .capture import Capture
+from . import jaxpr_cache, refusals
+from .capture import Capture, as_array
 from .dtypes import is_key, neutral_name
 from .roots import Root, check_root, framework_of, raw_root
 
@@ -33,12 +33,6 @@ class JaxRuntime(ReplayRuntime):
 
 def _refuse_option(message: str, remedy: str) -> BackendUnsupportedError:
     return refusals.refuse(message, "option_unsupported", remedy)
-
-
-def _as_array(value: Any) -> Any:
-    """A value as a ``jax.Array`` (a primitive applied to a literal may return the literal; a
-    Python number a function returns becomes an array)."""
-    return value if isinstance(value, jax.Array) else jnp.asarray(value)
 
 
 class JaxAdapter(BackendProtocol):
@@ -83,16 +77,20 @@ class JaxAdapter(BackendProtocol):
                 "trace a raw function fn(params, *inputs) over the module's state instead",
             )
         # Refusals come before the capture starts: the jaxpr is read, no equation runs.
-        closed, output_shape = jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
-        refusals.check(closed.jaxpr, options.jax_control_flow, attributed=root.kind == "pytree_module")
+        entry = jaxpr_cache.lookup(root)
+        closed, output_shape = entry.closed, entry.output_shape
+        checked = (options.jax_control_flow, root.kind == "pytree_module")
+        if checked not in entry.checked:
+            refusals.check(closed.jaxpr, checked[0], attributed=checked[1])
+            entry.checked.add(checked)
         refusals.check_constants(closed.consts)
         with CaptureSession(request) as session:
-            capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll)
+            capture = Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll, entry)
             self._run(root, closed, output_shape, capture, session)
             runtime = JaxRuntime(
                 records=capture.records,
                 reference=lambda: [
-                    _as_array(leaf) for leaf in jax.tree_util.tree_leaves(root.flat(*root.dynamic))
+                    as_array(leaf) for leaf in jax.tree_util.tree_leaves(root.flat(*root.dynamic))
                 ],
                 params=capture.param_values,
                 param_dtypes=capture.param_dtypes,
@@ -132,10 +130,10 @@ class JaxAdapter(BackendProtocol):
             root.declare_modules(session)
         pairs = []
         for name, value in root.params:
-            value = jax.numpy.asarray(value)
+            value = as_array(value)
             pairs.append(capture.param(name, root.param_module(name), value, root.param_trainable(name)))
         for name, value in root.inputs:
-            pairs.append(capture.input(name, jax.numpy.asarray(value)))
+            pairs.append(capture.input(name, as_array(value)))
         consts = [capture.constant(value) for value in closed.consts]
         session.enter(0)
         if root.scopes is not None:
@@ -153,7 +151,7 @@ class JaxAdapter(BackendProtocol):
         return model(*args, **kwargs)
 
     def output_leaves(self, output: Any) -> List[Any]:
-        return [_as_array(leaf) for leaf in jax.tree_util.tree_leaves(output)]
+        return [as_array(leaf) for leaf in jax.tree_util.tree_leaves(output)]
 
     # ---- host copies ----------------------------------------------------------------------------
 
@@ -182,7 +180,7 @@ class JaxAdapter(BackendProtocol):
     # ---- replay hooks -----------------------------------------------------------------------------
 
     def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
-        return _as_array(record.call(*args, **kwargs)[record.output_index])
+        return as_array(record.call(*args, **kwargs)[record.output_index])
 
     # ---- payload codec ----------------------------------------------------------------------------
 

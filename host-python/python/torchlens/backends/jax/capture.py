@@ -1,8 +1,10 @@
-"""One capture of a JAX function: trace it to a jaxpr once (``jax.make_jaxpr``), then evaluate
-the jaxpr equation by equation with real values (``Primitive.bind``), reporting each equation
-to the core as one raw event. Nested pure ``jit`` calls and ``custom_jvp`` calls are inlined;
-``scan``, ``cond`` and capped ``while`` are unrolled; over-cap loops and ``custom_vjp`` calls
-become regions (one boundary node, one projection node per output)."""
+"""One capture of a JAX function: evaluate its jaxpr (traced once per call signature, see
+:mod:`.jaxpr_cache`) equation by equation with real values, each plain equation through the
+executable its eager bind would run (:mod:`.dispatch`), reporting each equation to the core as
+one raw event. Each jaxpr is walked through its compiled :mod:`.program`. Nested pure ``jit``
+calls and ``custom_jvp`` calls are inlined; ``scan``, ``cond`` and capped ``while`` are
+unrolled; over-cap loops and ``custom_vjp`` calls become regions (one boundary node, one
+projection node per output)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from jax.extend import core as jcore
 from torchlens.adapter_kit import CaptureSession
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
 
+from .dispatch import Bind, Step, direct_dispatch_allowed
 from .dtypes import describe, describe_aval, keyed
+from .program import CONSTANT, OP, Program, compile_program
 from .refusals import CALL_PRIMITIVES, REGION_PRIMITIVES
 
 Pair = Tuple[Any, Optional[int]]  # (value, value id or None for a literal)
@@ -25,17 +29,12 @@ _Array = jax.Array
 _DropVar = jcore.DropVar
 
 
-class Bind:
-    """Re-runs one primitive with its equation's parameters; always returns a list."""
-
-    __slots__ = ("primitive", "params")
-
-    def __init__(self, primitive: Any, params: dict) -> None:
-        self.primitive, self.params = primitive, params
-
-    def __call__(self, *args: Any) -> list:
-        out = self.primitive.bind(*args, **self.params)
-        return list(out) if self.primitive.multiple_results else [out]
+# Slicing and stacking move data without arithmetic, so a jitted version returns the very bits
+# the eager one does, at one dispatch instead of the eager ``jax.lax``/``jax.numpy`` wrappers.
+_index_in_dim = jax.jit(
+    lambda value, index: jax.lax.index_in_dim(value, index, keepdims=False), static_argnums=1
+)
+_stack = jax.jit(lambda *values: jax.numpy.stack(values))
 
 
 class IndexInDim:
@@ -47,7 +46,13 @@ class IndexInDim:
         self.index = index
 
     def __call__(self, value: Any) -> list:
-        return [jax.lax.index_in_dim(value, self.index, keepdims=False)]
+        return [_index_in_dim(value, self.index)]
+
+
+def as_array(value: Any) -> Any:
+    """A value as a ``jax.Array`` (``jnp.asarray`` hands an array back unchanged; skipping it
+    for one saves its dispatch)."""
+    return value if isinstance(value, _Array) else jax.numpy.asarray(value)
 
 
 def copy_value(value: Any) -> list:
@@ -57,7 +62,7 @@ def copy_value(value: Any) -> list:
 
 def stack(*values: Any) -> list:
     """The per-iteration outputs of an unrolled ``scan``, stacked on a new leading axis."""
-    return [jax.numpy.stack(values)]
+    return [_stack(*values)]
 
 
 #: Rendered equation parameters, by (name, value): the same parameters recur across equations
@@ -92,10 +97,16 @@ class Capture:
     and derived gradients read these, whatever ``save=`` keeps public), parameter leaves, and how
     replay re-runs each value's equation. Every key is a value id this adapter chose."""
 
-    def __init__(self, session: CaptureSession, mode: str, cap: int) -> None:
+    def __init__(self, session: CaptureSession, mode: str, cap: int, prepared: Any = None) -> None:
         self.session = session
         self.mode = mode
         self.cap = cap
+        #: Prepared plain equations (by ``id(eqn)``) and compiled programs (by ``id(jaxpr)``):
+        #: shared by every capture of one cached jaxpr (``prepared`` is its cache entry).
+        self.steps: Dict[int, Step] = {} if prepared is None else prepared.steps
+        self.programs: Dict[int, Program] = {} if prepared is None else prepared.programs
+        #: Whether plain equations call their executables directly (see :mod:`.dispatch`).
+        self.direct = direct_dispatch_allowed()
         #: Value id → its value (runtime-only).
         self.values: Dict[int, Any] = {}
         #: Value id → parameter leaf, and its neutral dtype.
@@ -105,7 +116,6 @@ class Capture:
         self.key_impls: Dict[int, str] = {}
         #: Value id → how replay re-runs the equation that produced it.
         self.records: Dict[int, ReplayRecord] = {}
-        self._attribute_cache: Dict[int, list] = {}
         #: Module attribution: called before each top-level equation (``(eqn, index, env)``)
         #: and once after the last (``(env)``).
         self.scope_hook: Optional[Callable[[Any, int, dict], None]] = None
@@ -146,7 +156,7 @@ class Capture:
 
     def constant(self, value: Any) -> Pair:
         """A value read from outside the traced call (a closure array)."""
-        value = jax.numpy.asarray(value)
+        value = as_array(value)
         value_id, shape, dtype = self._value(value)
         self.session.constant(value_id, value, shape, dtype)
         return value, value_id
@@ -184,25 +194,92 @@ class Capture:
         self.session.op(name, parents, outputs, False, attributes, None)
         return pairs
 
-    def _attributes(self, eqn: Any, ins: Sequence[Pair]) -> list:
-        cached = self._attribute_cache.get(id(eqn))
-        if cached is None:
-            cached = []
-            for key, value in eqn.params.items():
-                text = _rendered(key, value)
-                if text is not None:
-                    cached.append((key, text))
-            for position, atom in enumerate(eqn.invars):
-                if isinstance(atom, _Literal):
-                    cached.append((f"arg{position}", str(atom.val)))
-            self._attribute_cache[id(eqn)] = cached
-        return cached
+    def _emit_step(
+        self, step: Step, ins: Sequence[Pair], values: list, frame: List[Any], out_slots: List[Optional[int]]
+    ) -> None:
+        """``emit`` for a prepared equation without typed keys among its outputs (the hot path
+        of every capture): shapes and dtypes come from the jaxpr's types; each output's pair
+        goes straight to its slot of ``frame``."""
+        session = self.session
+        param_values = self.param_values
+        parents = []
+        template = []
+        for position, (value, value_id) in enumerate(ins):
+            if value_id is None:
+                template.append(value)
+            else:
+                parents.append((value_id, position))
+                template.append(ParamRef(value_id) if value_id in param_values else ValueRef(value_id))
+        arguments = tuple(template)
+        outputs = []
+        name, replay = step.name, step.replay
+        values_by_id, records = self.values, self.records
+        for index, (value, (shape, dtype), slot) in enumerate(zip(values, step.described, out_slots)):
+            if not isinstance(value, _Array):
+                value = jax.numpy.asarray(value)
+            value_id = session.new_value_id()
+            values_by_id[value_id] = value
+            outputs.append((value_id, value, shape, dtype))
+            records[value_id] = ReplayRecord(replay, name, arguments, {}, index)
+            if slot is not None:
+                frame[slot] = (value, value_id)
+        session.op(name, parents, outputs, False, step.attributes, None)
+
+    def _attributes(self, eqn: Any) -> list:
+        """The equation's parameters that render as text, and its literal arguments."""
+        attributes = []
+        for key, value in eqn.params.items():
+            text = _rendered(key, value)
+            if text is not None:
+                attributes.append((key, text))
+        for position, atom in enumerate(eqn.invars):
+            if isinstance(atom, _Literal):
+                attributes.append((f"arg{position}", str(atom.val)))
+        return attributes
 
     # ---- the interpreter -----------------------------------------------------------------
 
     def run(self, jaxpr: Any, consts: Sequence[Pair], args: Sequence[Pair], top: bool = False) -> List[Pair]:
         """Evaluates ``jaxpr`` (a ``Jaxpr``) on ``consts`` and ``args``, recording every
         equation; returns the outputs as pairs."""
+        if top and self.scope_hook is not None:
+            return self._walk(jaxpr, consts, args)
+        program = self.programs.get(id(jaxpr))
+        if program is None:
+            program = self.programs[id(jaxpr)] = compile_program(jaxpr, self.steps, self._attributes)
+        frame: List[Any] = [None] * program.size
+        for slot, pair in program.literals:
+            frame[slot] = pair
+        for slot, pair in zip(program.const_slots, consts):
+            frame[slot] = pair
+        for slot, pair in zip(program.in_slots, args):
+            frame[slot] = pair
+        direct = self.direct
+        emit = self.emit
+        for instruction in program.code:
+            kind = instruction[0]
+            if kind == OP:
+                _, step, in_slots, out_slots = instruction
+                ins = [frame[slot] for slot in in_slots]
+                values = step.run([value for value, _ in ins], direct)
+                if step.described is not None:
+                    self._emit_step(step, ins, values, frame, out_slots)
+                    continue
+                outs = emit(step.name, ins, values, step.attributes, step.replay)
+            elif kind == CONSTANT:
+                frame[instruction[2]] = self.constant(instruction[1])
+                continue
+            else:
+                _, eqn, in_slots, out_slots = instruction
+                outs = self.equation(eqn, [frame[slot] for slot in in_slots])
+            for slot, pair in zip(out_slots, outs):
+                if slot is not None:
+                    frame[slot] = pair
+        return [frame[slot] for slot in program.out_slots]
+
+    def _walk(self, jaxpr: Any, consts: Sequence[Pair], args: Sequence[Pair]) -> List[Pair]:
+        """The top level of an attributed module root, walked equation by equation: the scope
+        hook reads the environment of jaxpr variables before each equation."""
         env: Dict[Any, Pair] = {}
         for var, pair in zip(jaxpr.constvars, consts):
             env[var] = pair
@@ -214,16 +291,15 @@ class Capture:
                 return atom.val, None
             return env[atom]
 
-        hook = self.scope_hook if top else None
+        hook = self.scope_hook
         for index, eqn in enumerate(jaxpr.eqns):
-            if hook is not None:
-                hook(eqn, index, env)
+            hook(eqn, index, env)
             ins = [read(atom) for atom in eqn.invars]
             outs = self.equation(eqn, ins)
             for var, pair in zip(eqn.outvars, outs):
                 if not isinstance(var, _DropVar):
                     env[var] = pair
-        if hook is not None and self.scope_close is not None:
+        if self.scope_close is not None:
             self.scope_close(env)
         return [read(atom) for atom in jaxpr.outvars]
 
@@ -245,10 +321,11 @@ class Capture:
             return self._region(eqn, ins)
         if name == "custom_linear_solve":
             return self._linear_solve(eqn, ins)
-        params = eqn.primitive.get_bind_params(eqn.params)
-        call = Bind(eqn.primitive, params)
-        values = call(*[value for value, _ in ins])
-        return self.emit(name, ins, values, self._attributes(eqn, ins), call)
+        step = self.steps.get(id(eqn))
+        if step is None:
+            step = self.steps[id(eqn)] = Step(eqn, self._attributes(eqn))
+        values = step.run([value for value, _ in ins], self.direct)
+        return self.emit(name, ins, values, step.attributes, step.replay)
 
     def _inline(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
         params = eqn.params
@@ -345,7 +422,7 @@ class Capture:
         parents = [(value_id, position) for position, (_, value_id) in enumerate(ins) if value_id is not None]
         template = tuple(self._placeholder(value, value_id) for value, value_id in ins)
         token = self.session.new_value_id()
-        attributes = [("region", "true")] + self._attributes(eqn, ins)
+        attributes = [("region", "true")] + self._attributes(eqn)
         self.session.op(
             name, parents, [(token, None, [], "region_token")], False, attributes, None, keep=False
         )

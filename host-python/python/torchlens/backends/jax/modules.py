@@ -194,6 +194,7 @@ def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute
     names = argument_names(model.__call__, len(args), 0)
     if framework == "equinox":
         params_tree = model
+        graphdef = None
 
         def rebuild(params: Any) -> Any:
             return params
@@ -224,6 +225,10 @@ def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute
     )
     root.framework = framework
     root.class_name = type(model).__name__
+    # The module's call, its structure (the class and static fields are in the pytree
+    # structure; an NNX graph definition is not) and the attribution mode key its trace.
+    root.anchors = (type(model).__call__,)
+    root.structure = graphdef if framework == "flax_nnx" else None
     modules = walk(model, framework) if attribute else [("self", model, False)]
     root.modules = modules
     addresses = [address for address, _, _ in modules]

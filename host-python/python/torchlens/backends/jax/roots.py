@@ -4,13 +4,16 @@ those leaves that ``jax.make_jaxpr`` can trace."""
 
 from __future__ import annotations
 
-import inspect
+import functools
 import os
 from typing import Any, Callable, List, Optional, Tuple
 
 import jax
 import numpy as np
 
+from torchlens.adapter_kit.argument_names import argument_names
+
+from .jaxpr_cache import function_anchors
 from .refusals import refuse
 
 _JAX_FOLDER = os.path.dirname(os.path.realpath(jax.__file__)) + os.sep
@@ -60,12 +63,18 @@ def _is_transform(model: Any) -> bool:
     return type(model).__module__.startswith(_TRANSFORM_MODULES)
 
 
+@functools.lru_cache(maxsize=1024)
+def _in_jax(filename: str) -> bool:
+    """Whether a source file is part of JAX (resolved once per file: every capture asks)."""
+    return os.path.realpath(filename).startswith(_JAX_FOLDER)
+
+
 def _jax_transform_function(function: Any, depth: int = 0) -> bool:
     """Whether a Python function is one a jax transform returned (``vmap_f``, ``grad_f``,
     ``jacfun`` ...). JAX wraps both its transforms and some library entry points (Flax's
     ``Module.apply``) in a traceback-filtering wrapper; the wrapped function tells them apart."""
     code = getattr(function, "__code__", None)
-    if code is None or depth > 4 or not os.path.realpath(code.co_filename).startswith(_JAX_FOLDER):
+    if code is None or depth > 4 or not _in_jax(code.co_filename):
         return False
     if code.co_name != "reraise_with_filtered_traceback":
         return True
@@ -102,21 +111,6 @@ def check_root(model: Any, leaves: List[Any]) -> None:
         )
 
 
-def argument_names(function: Any, count: int, skip: int) -> List[str]:
-    try:
-        parameters = list(inspect.signature(function).parameters.values())[skip:]
-    except (TypeError, ValueError):
-        parameters = []
-    names = []
-    for index in range(count):
-        parameter = parameters[index] if index < len(parameters) else None
-        if parameter is None or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            names.append(f"args.{index}")
-        else:
-            names.append(parameter.name)
-    return names
-
-
 class Root:
     """The traced call split into parameter leaves and input leaves.
 
@@ -143,6 +137,10 @@ class Root:
         self.param_trainable: Callable[[str], bool] = lambda name: True
         self.declare_modules: Optional[Callable[[Any], None]] = None
         self.scopes: Any = None
+        #: What the traced jaxpr depends on besides the leaves (see :mod:`.jaxpr_cache`): objects
+        #: by identity (None: do not reuse a trace of this root) and a hashable structure.
+        self.anchors: Optional[tuple] = None
+        self.structure: Any = None
         with_path, self.treedef = jax.tree_util.tree_flatten_with_path((params_tree, inputs, kwargs))
         self.leaves = [leaf for _, leaf in with_path]
         self.dynamic_index = [index for index, leaf in enumerate(self.leaves) if is_dynamic(leaf)]
@@ -194,4 +192,5 @@ def raw_root(model: Any, args: tuple, kwargs: dict) -> Root:
         names = argument_names(model, len(args), 0)
         root = Root("function_root", None, tuple(args), kwargs, lambda p, i, k: model(*i, **k), names)
     root.class_name = getattr(model, "__name__", None) or type(model).__name__
+    root.anchors = function_anchors(model)
     return root

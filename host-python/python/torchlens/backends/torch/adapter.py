@@ -73,9 +73,10 @@ class TorchAdapter(BackendProtocol):
                 edits.attach(session, capture)
                 capture.edits = edits
             hooks = torch.nn.modules.module
-            pre = hooks.register_module_forward_pre_hook(patches.for_owner_thread(capture.pre_hook, _pass))
+            # The hooks themselves pass other threads' module calls through.
+            pre = hooks.register_module_forward_pre_hook(capture.pre_hook)
             patches.on_exit(pre.remove)
-            post = hooks.register_module_forward_hook(patches.for_owner_thread(capture.post_hook, _pass))
+            post = hooks.register_module_forward_hook(capture.post_hook)
             patches.on_exit(post.remove)
             root_is_module = isinstance(model, torch.nn.Module)
             if not root_is_module:
@@ -192,11 +193,6 @@ def _output_of(result: Any, output_index: Any) -> Any:
     if output_index is None:
         return result
     return [item for item in result if isinstance(item, torch.Tensor)][output_index]
-
-
-def _pass(*args: Any) -> None:
-    """What a global module hook does on a thread that is not capturing."""
-    return None
 
 
 __all__ = ["TorchAdapter"]

@@ -5,23 +5,24 @@ removed again, also when the forward raises or is interrupted."""
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import os
-import sys
 from contextlib import contextmanager
+from threading import get_ident
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from torchlens.adapter_kit import CaptureSession, Patches
+from torchlens.adapter_kit.argument_names import argument_names
 from torchlens.adapter_kit.live_edits import LiveEditHost, LiveEdits
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+from torchlens.adapter_kit.source_location import SourceLocator
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
-from .dtypes import name_of
-from .naming import func_name, is_in_place
+from .dtypes import NAMES, name_of
+from .naming import describe
 
 #: Attribute that carries ``{capture serial: value id}`` on a tensor while captures run. Keyed by
 #: serial so that captures on several threads can tag one shared tensor (a parameter, an input)
@@ -31,11 +32,13 @@ ID_ATTRIBUTE = "_torchlens_id"
 
 _SERIALS = itertools.count(1)
 
-#: Frames inside these folders are not "user code" for source locations.
-_SKIPPED_FOLDERS = (
-    os.path.dirname(torch.__file__) + os.sep,
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))) + os.sep,
+#: Frames inside torch's and TorchLens's own folders are not "user code" for source locations.
+_SOURCES = SourceLocator(
+    (
+        os.path.dirname(torch.__file__) + os.sep,
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))) + os.sep,
+    )
 )
 
 
@@ -54,14 +57,30 @@ class _RecordingMode(TorchFunctionMode):
         capture = self.capture
         if capture.quiet_depth:
             return func(*args, **kwargs)
-        if (
-            capture.shared
-            and args
-            and (is_in_place(func_name(func)) or "out" in kwargs or kwargs.get("inplace") is True)
-        ):
+        writes = capture.holding and args
+        if writes and (describe(func)[1] or "out" in kwargs or kwargs.get("inplace") is True):
             capture.protect(kwargs.get("out", args[0]))
         out = func(*args, **kwargs)
         return capture.record(func, args, kwargs, out)
+
+
+def _module_tree(root: torch.nn.Module) -> List[Tuple[str, torch.nn.Module]]:
+    """Every module under ``root`` with its address, in ``named_modules`` order (parents before
+    children, children in registration order), a shared module once per address; a loop over
+    ``_modules`` rather than ``named_modules``' recursive generators, which cost a tenth of a
+    millisecond per trace on a fifty-layer model."""
+    found = []
+    stack: List[Tuple[str, torch.nn.Module]] = [("", root)]
+    while stack:
+        name, module = stack.pop()
+        found.append((name, module))
+        children = module._modules
+        if children:
+            prefix = f"{name}." if name else ""
+            for child_name, child in reversed(children.items()):
+                if child is not None:
+                    stack.append((prefix + child_name, child))
+    return found
 
 
 def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
@@ -75,6 +94,8 @@ class Capture(LiveEditHost):
 
     def __init__(self, model: Any, session: CaptureSession, patches: Patches) -> None:
         self.serial = next(_SERIALS)
+        #: The thread that runs the capture (global module hooks fire on every thread).
+        self.owner_thread = patches.owner_thread
         self.model = model
         self.session = session
         self.patches = patches
@@ -84,7 +105,12 @@ class Capture(LiveEditHost):
         self.params: Dict[int, torch.Tensor] = {}
         self.param_dtypes: Dict[int, str] = {}
         #: Storage address → ids of uncopied payloads on it, so an in-place op copies them first.
+        #: Built lazily: reading a tensor's storage address costs about a microsecond, and most
+        #: captures never run an in-place op; ``_unindexed`` lists the payloads not in it yet.
         self.shared: Dict[int, List[int]] = {}
+        self._unindexed: List[int] = []
+        #: Whether any payload is held uncopied (the function mode then watches for in-place ops).
+        self.holding = False
         #: Version counter of each uncopied payload when it was captured.
         self.versions: Dict[int, int] = {}
         #: Value id → how replay re-runs the op that produced it.
@@ -100,10 +126,25 @@ class Capture(LiveEditHost):
         self.backward: Any = None
         #: Parameter address → the model's parameter tensor (gradients are read from it).
         self.param_tensors: Dict[str, torch.Tensor] = {}
+        #: ``id()`` → (tensor, value id) of the tensors named by ``id`` (see the ids section).
+        self.pinned: Dict[int, Tuple[torch.Tensor, int]] = {}
+        #: Whether op outputs are pinned: when every value is saved they are held to the end
+        #: anyway (a streamed capture writes them out and must not hold them).
+        request = session.request
+        self.pin_outputs = request.save.mode == "all" and request.streaming is None
+        # Nothing pinned outlives the capture (a tensor the model dropped is let go at the end).
+        patches.on_exit(self.pinned.clear)
         # The session holds only what the live plan keeps, through this alias-not-copy hold.
         session.hold = self._kept
 
     # ---- ids ---------------------------------------------------------------------------------
+    #
+    # A tensor's value id is found one of two ways. A tensor this capture holds a reference to
+    # until it ends (parameters, inputs, buffers, constants and, when every value is saved, every
+    # op output) is looked up by ``id()`` in ``pinned``: an object that is held cannot die, so no
+    # other tensor can take its id during the capture. Any other tensor carries an attribute
+    # (ID_ATTRIBUTE), which dies with the tensor but costs more to set: a tensor's ``__dict__``
+    # is created on first use, about a microsecond on every op output.
 
     def _tag(self, tensor: torch.Tensor) -> int:
         value_id = self.session.new_value_id()
@@ -111,7 +152,11 @@ class Capture(LiveEditHost):
         return value_id
 
     def _name(self, tensor: torch.Tensor, value_id: int) -> None:
-        """Tags ``tensor`` as this capture's value ``value_id``."""
+        """Names ``tensor`` as this capture's value ``value_id``."""
+        key = id(tensor)
+        if self.pin_outputs or key in self.pinned:
+            self.pinned[key] = (tensor, value_id)
+            return
         tags = tensor.__dict__.get(ID_ATTRIBUTE)
         if tags is None:
             setattr(tensor, ID_ATTRIBUTE, {self.serial: value_id})
@@ -120,6 +165,9 @@ class Capture(LiveEditHost):
 
     def known_id(self, tensor: torch.Tensor) -> Optional[int]:
         """The value id this capture gave ``tensor``, or None."""
+        pinned = self.pinned.get(id(tensor))
+        if pinned is not None:
+            return pinned[1]
         tags = getattr(tensor, ID_ATTRIBUTE, None)
         return None if tags is None else tags.get(self.serial)
 
@@ -132,23 +180,29 @@ class Capture(LiveEditHost):
                 tensor.__dict__.pop(ID_ATTRIBUTE, None)
 
     def _tag_lasting(self, tensor: torch.Tensor) -> int:
-        """Tags a tensor that outlives the capture (param, buffer, input, output): the tag
-        comes off when the capture ends, whatever happens."""
-        self.patches.on_exit(lambda: self.untag(tensor))
-        return self._tag(tensor)
+        """Names a tensor that outlives the capture (param, buffer, input): it is pinned, so it
+        carries nothing the capture would have to take off again."""
+        value_id = self.session.new_value_id()
+        self.pinned[id(tensor)] = (tensor, value_id)
+        return value_id
 
     def _kept(self, value_id: int, tensor: torch.Tensor) -> torch.Tensor:
         """The payload of a value, without a copy: the model's tensor itself until an in-place op
         is about to change it (``protect`` copies it first). Its version counter is recorded, so a
         change made after the capture is detected, never served."""
-        value = tensor.detach()
+        # A tensor that needs no gradient is kept as the object itself when outputs are pinned
+        # (it carries no tag then); detaching costs half a microsecond per op.
+        value = tensor.detach() if tensor.requires_grad or not self.pin_outputs else tensor
         if self.session.spool is not None:
             return value  # streamed: its bytes are written now, nothing is held to protect
-        if value.is_inference():
+        try:
+            version = value._version
+        except RuntimeError:
             # Inference tensors (torch.inference_mode) keep no version counter: keep a copy.
             return value.clone()
-        self.versions[value_id] = value._version
-        self.shared.setdefault(value.untyped_storage().data_ptr(), []).append(value_id)
+        self.versions[value_id] = version
+        self._unindexed.append(value_id)
+        self.holding = True
         return value
 
     def protect(self, target: Any) -> None:
@@ -163,8 +217,21 @@ class Capture(LiveEditHost):
             self.session.retire(current)
         self._copy_payloads_on(target)
 
+    def _index_storages(self) -> None:
+        """Adds the payloads held since the last in-place op to ``shared`` (a payload dropped
+        since is skipped: the index never keeps a value alive)."""
+        payloads = self.session.payloads
+        shared = self.shared
+        for value_id in self._unindexed:
+            value = payloads.get(value_id)
+            if value is not None and value_id in self.versions:
+                shared.setdefault(value.untyped_storage().data_ptr(), []).append(value_id)
+        self._unindexed.clear()
+
     def _copy_payloads_on(self, target: torch.Tensor) -> None:
         """Copies the uncopied payloads that share ``target``'s storage (it is about to change)."""
+        if self._unindexed:
+            self._index_storages()
         for value_id in self.shared.pop(target.untyped_storage().data_ptr(), ()):
             if self.versions.pop(value_id, None) is not None:
                 value = self.session.payloads.get(value_id)
@@ -187,7 +254,14 @@ class Capture(LiveEditHost):
         return value_id
 
     def _reference(self, tensor: torch.Tensor) -> Tuple[int, ValueRef]:
-        value_id = self._id_of(tensor)
+        pinned = self.pinned.get(id(tensor))
+        if pinned is not None:
+            value_id = pinned[1]
+        else:
+            tags = tensor.__dict__.get(ID_ATTRIBUTE)
+            value_id = None if tags is None else tags.get(self.serial)
+            if value_id is None:
+                value_id = self._id_of(tensor)
         return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
 
     # ---- model structure -----------------------------------------------------------------
@@ -203,7 +277,7 @@ class Capture(LiveEditHost):
             return
         addresses: Dict[int, List[str]] = {}
         modules: List[Tuple[str, torch.nn.Module]] = []
-        for name, module in self.model.named_modules(remove_duplicate=False):
+        for name, module in _module_tree(self.model):
             known = addresses.get(id(module))
             if known is None:
                 addresses[id(module)] = [name or "self"]
@@ -211,40 +285,50 @@ class Capture(LiveEditHost):
             else:
                 known.append(name or "self")
         containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
+        module_ids = self.module_ids
+        declared_modules = []
         for _name, module in modules:
-            module_id = len(self.module_ids)
-            self.module_ids[id(module)] = module_id
-            self.addresses[module_id] = addresses[id(module)][0]
-            session.module(
-                module_id,
-                addresses[id(module)],
-                type(module).__name__,
-                isinstance(module, containers),
-                module.training,
+            module_id = len(module_ids)
+            module_ids[id(module)] = module_id
+            names = addresses[id(module)]
+            self.addresses[module_id] = names[0]
+            declared_modules.append(
+                (module_id, names, type(module).__name__, isinstance(module, containers), module.training)
             )
-        seen = set()
+        pinned = self.pinned
+        declared_params = []
+        new_value_id = session.new_value_id
         for name, module in modules:
+            if module._parameters:
+                prefix = f"{name}." if name else ""
+                module_id = module_ids[id(module)]
+                for parameter_name, param in module._parameters.items():
+                    if param is None or id(param) in pinned:
+                        continue  # a parameter shared by several modules is declared once
+                    # Parameters outlive the capture: pinned (see the ids section), never tagged.
+                    value_id = new_value_id()
+                    pinned[id(param)] = (param, value_id)
+                    dtype = NAMES.get(param.dtype) or name_of(param.dtype)
+                    self.params[value_id] = param
+                    self.param_tensors[prefix + parameter_name] = param
+                    self.param_dtypes[value_id] = dtype
+                    declared_params.append(
+                        (
+                            value_id,
+                            prefix + parameter_name,
+                            module_id,
+                            param.shape,
+                            dtype,
+                            param.requires_grad,
+                        )
+                    )
+            if not module._buffers:
+                continue
             prefix = f"{name}." if name else ""
-            module_id = self.module_ids[id(module)]
-            for parameter_name, param in module._parameters.items():
-                if param is None or id(param) in seen:
-                    continue
-                seen.add(id(param))
-                value_id = self._tag_lasting(param)
-                self.params[value_id] = param
-                self.param_tensors[prefix + parameter_name] = param
-                self.param_dtypes[value_id] = name_of(param.dtype)
-                session.param(
-                    value_id,
-                    prefix + parameter_name,
-                    module_id,
-                    tuple(param.shape),
-                    name_of(param.dtype),
-                    param.requires_grad,
-                )
             for buffer_name, buffer in module._buffers.items():
                 if buffer is not None:
                     self.buffer_addresses.setdefault(id(buffer), prefix + buffer_name)
+        session.declare(declared_modules, declared_params)
 
     def declare_inputs(self, args: tuple, kwargs: dict) -> None:
         found: List[Tuple[str, torch.Tensor]] = []
@@ -264,18 +348,7 @@ class Capture(LiveEditHost):
 
     def _argument_names(self, args: tuple, kwargs: dict) -> List[str]:
         forward = getattr(self.model, "forward", self.model)
-        try:
-            parameters = list(inspect.signature(forward).parameters.values())
-        except (TypeError, ValueError):
-            parameters = []
-        names = []
-        for index in range(len(args)):
-            parameter = parameters[index] if index < len(parameters) else None
-            if parameter is None or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-                names.append(f"args.{index}")
-            else:
-                names.append(parameter.name)
-        return names + list(kwargs)
+        return argument_names(forward, len(args)) + list(kwargs)
 
     def declare_outputs(self, output: Any) -> None:
         for path, tensor in flatten(output, "output"):
@@ -301,20 +374,34 @@ class Capture(LiveEditHost):
         return module_id
 
     def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        self.session.enter(self._module_id(module))
+        """The global forward pre-hook; global hooks fire on every thread, only the capturing
+        thread is recorded (checked here rather than in a wrapper: it runs on every module call)."""
+        if get_ident() != self.owner_thread:
+            return
+        module_id = self.module_ids.get(id(module))
+        self.session.enter(self._module_id(module) if module_id is None else module_id)
 
     def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
-        return self.exit(self._module_id(module), output)
+        """The global forward hook (see :meth:`pre_hook`)."""
+        if get_ident() != self.owner_thread:
+            return None
+        module_id = self.module_ids.get(id(module))
+        return self.exit(self._module_id(module) if module_id is None else module_id, output)
 
     def exit(self, module_id: int, output: Any) -> Any:
         """A module call returns ``output``; returns what the caller gets instead when a
         ``tl.module`` edit replaced part of it (None otherwise, as a forward hook does)."""
-        tensors = (
-            (output,) if isinstance(output, torch.Tensor) else [tensor for _, tensor in flatten(output, "")]
-        )
-        known = [(value_id, tensor) for tensor in tensors if (value_id := self.known_id(tensor)) is not None]
-        value_ids = [value_id for value_id, _ in known]
-        values = [tensor for _, tensor in known]
+        if isinstance(output, torch.Tensor):
+            value_id = self.known_id(output)
+            value_ids = [] if value_id is None else [value_id]
+            values = [] if value_id is None else [output]
+        else:
+            value_ids, values = [], []
+            for _, tensor in flatten(output, ""):
+                value_id = self.known_id(tensor)
+                if value_id is not None:
+                    value_ids.append(value_id)
+                    values.append(tensor)
         self.session.exit(module_id, value_ids, values)
         if self.edits is None:
             return None
@@ -370,31 +457,47 @@ class Capture(LiveEditHost):
 
     def record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
         """Reports one op; returns what flows on (``out``, or its live-edited replacement)."""
-        name = func_name(func)
+        # The hot path of every capture: locals and inline lookups, no helper call per output.
+        name, in_place = describe(func)
         if isinstance(out, torch.Tensor):
             results: tuple = (out,)
+            multiple = False
         elif isinstance(out, (tuple, list)):
             results = tuple(item for item in out if isinstance(item, torch.Tensor))
             if not results:
                 return out
+            multiple = True
         elif out is None and name == "__setitem__" and args and isinstance(args[0], torch.Tensor):
             results = (args[0],)
+            multiple = True
         else:
             return out
         parents, template, keyword_template = argument_template(args, kwargs, torch.Tensor, self._reference)
-        multiple = len(results) > 1 or not isinstance(out, torch.Tensor)
         outputs = []
+        replays = self.replays
+        new_value_id = self.session.new_value_id
+        serial = self.serial
+        pinned = self.pinned
+        pin_outputs = self.pin_outputs
         for index, result in enumerate(results):
-            value_id = self._tag(result)
-            outputs.append((value_id, result, result.shape, name_of(result.dtype)))
-            self.replays[value_id] = ReplayRecord(
+            value_id = new_value_id()
+            key = id(result)
+            if pin_outputs or key in pinned:
+                pinned[key] = (result, value_id)
+            else:
+                tags = result.__dict__.get(ID_ATTRIBUTE)
+                if tags is None:
+                    setattr(result, ID_ATTRIBUTE, {serial: value_id})
+                else:
+                    tags[serial] = value_id
+            dtype = result.dtype
+            outputs.append((value_id, result, result.shape, NAMES.get(dtype) or name_of(dtype)))
+            replays[value_id] = ReplayRecord(
                 func, name, template, keyword_template, index if multiple else None
             )
-        frame = sys._getframe(2)
-        while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_FOLDERS):
-            frame = frame.f_back
-        source = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-        in_place = is_in_place(name) or kwargs.get("inplace") is True
+        # Frame 0 is this method, 1 the function mode: the op's caller is frame 2 or above.
+        source = _SOURCES.locate(2)
+        in_place = in_place or kwargs.get("inplace") is True
         self.session.op(name, parents, outputs, in_place, (), source)
         if self.backward is not None:
             with self.quiet():

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
-_CACHE: Dict[Any, str] = {}
+#: Callable → (its name, whether it writes in place): the function mode asks on every op.
+_DESCRIPTIONS: Dict[Any, Tuple[str, bool]] = {}
 
 
 def func_name(func: Any) -> str:
     """``relu`` for torch.relu, F.relu and Tensor.relu; ``__add__`` for ``+``; the attribute
     name for tensor properties (``T``, ``mT``)."""
+    return describe(func)[0]
+
+
+def describe(func: Any) -> Tuple[str, bool]:
+    """``(func_name(func), is_in_place(that name))``, computed once per callable."""
     try:
-        return _CACHE[func]
+        return _DESCRIPTIONS[func]
     except (KeyError, TypeError):
         pass
     name = getattr(func, "__name__", None) or type(func).__name__
@@ -19,11 +25,12 @@ def func_name(func: Any) -> str:
         # A property such as Tensor.T: name it after the attribute.
         owner = getattr(func, "__self__", None)
         name = getattr(owner, "__name__", name)
+    description = (name, is_in_place(name))
     try:
-        _CACHE[func] = name
+        _DESCRIPTIONS[func] = description
     except TypeError:
         pass
-    return name
+    return description
 
 
 #: Torch functions that write into their first argument without a trailing underscore.

@@ -1,7 +1,7 @@
 """Writing a file so that its final name only ever holds a complete file: the bytes go to a
 temporary file in the same folder (so the rename stays on one filesystem), are fsynced, and the
-file is renamed into place; any failure removes the temporary and leaves an existing file as it
-was.
+file is renamed into place and the folder fsynced; any failure removes the temporary and leaves
+an existing file as it was.
 
 Renaming over a large file makes the file system free that file's blocks inside the rename
 (about 60 ms for 268 MB on ext4), which the caller would wait for although the new file is
@@ -32,7 +32,7 @@ def atomic_file(
     phase_seconds: Optional[Dict[str, float]] = None,
 ) -> Iterator[IO]:
     """Opens a temporary file beside ``path`` (``mode`` is ``"wb"`` or ``"w"``, UTF-8); on a
-    clean exit it is fsynced and renamed to ``path``, on any exception removed. ``buffering=0``
+    clean exit it is fsynced and renamed to ``path`` (the folder fsynced too), on any exception removed. ``buffering=0``
     gives an unbuffered binary file, for writers that write large blocks to its ``fileno()``
     themselves. ``phase_seconds``, when given, receives the time the ``fsync`` and the
     ``rename`` took."""
@@ -49,6 +49,7 @@ def atomic_file(
             phases["fsync"] = time.perf_counter() - started
         started = time.perf_counter()
         _replace(temporary, path, prefix)
+        _sync_folder(directory)
         phases["rename"] = time.perf_counter() - started
     except BaseException:
         try:
@@ -92,6 +93,21 @@ def _second_name(path: str, prefix: str) -> Optional[str]:
         except OSError:
             return None
     return None
+
+
+def _sync_folder(directory: str) -> None:
+    """fsyncs the folder, so the rename itself survives a crash (POSIX; a few ms). Where a
+    folder cannot be opened (Windows), the rename is left to the file system."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _remove_quietly(path: str) -> None:

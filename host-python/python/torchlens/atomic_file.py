@@ -32,10 +32,10 @@ def atomic_file(
     phase_seconds: Optional[Dict[str, float]] = None,
 ) -> Iterator[IO]:
     """Opens a temporary file beside ``path`` (``mode`` is ``"wb"`` or ``"w"``, UTF-8); on a
-    clean exit it is fsynced and renamed to ``path`` (the folder fsynced too), on any exception removed. ``buffering=0``
-    gives an unbuffered binary file, for writers that write large blocks to its ``fileno()``
-    themselves. ``phase_seconds``, when given, receives the time the ``fsync`` and the
-    ``rename`` took."""
+    clean exit it is fsynced and renamed to ``path`` (the folder fsynced too), on any exception
+    removed. ``buffering=0`` gives an unbuffered binary file, for writers that write large
+    blocks to its ``fileno()`` themselves. ``phase_seconds``, when given, receives the time the
+    ``fsync`` and the ``rename`` (with the folder's fsync) took."""
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
     phases = {} if phase_seconds is None else phase_seconds

@@ -9,6 +9,8 @@ use torchlens_host_runtime::{wit, ResourceAny};
 
 /// One payload's place in a `.tlspec`: `(op, slot, label, offset, length, dtype)`.
 type PlacementRow = (u32, u64, String, u64, u64, String);
+/// What `encode` returns: prefix bytes, placements, the CRC-32 table's offset, file length.
+type EncodedRows<'py> = (Bound<'py, PyBytes>, Vec<PlacementRow>, Option<u64>, u64);
 
 /// A trace inside the core.
 #[pyclass(module = "torchlens._native")]
@@ -179,7 +181,7 @@ impl Trace {
         &self,
         py: Python<'py>,
         manifest: &Bound<'py, PyAny>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Vec<PlacementRow>, Option<u64>, u64)> {
+    ) -> PyResult<EncodedRows<'py>> {
         let manifest = convert::manifest(manifest)?;
         let handle = self.handle;
         let layout = self

@@ -121,6 +121,24 @@ def test_the_sink_checksums_what_it_writes_chunk_by_chunk(tmp_path):
     assert struct.unpack(f"<{len(blobs)}I", table) == tuple(zlib.crc32(blob.tobytes()) for blob in blobs)
 
 
+def test_the_sink_keeps_no_reference_to_a_payload_once_written(tmp_path):
+    """A temporary contiguous copy (a non-contiguous value's) is freed as soon as write()
+    returns, so a save never holds two copies at once."""
+    import weakref
+
+    import numpy
+
+    path = tmp_path / "sink.bin"
+    with open(path, "wb", buffering=0) as out, PayloadSink(out.fileno(), 0) as sink:
+        for size in (PARALLEL_MIN_BYTES // 2, 3 * CHUNK_BYTES + 1):
+            copy = numpy.arange(size, dtype=numpy.uint8)
+            alive = weakref.ref(copy)
+            sink.write(memoryview(copy))
+            del copy
+            assert alive() is None, size
+            sink.finish_payload()
+
+
 def test_verify_catches_a_flipped_payload_byte_and_a_flipped_table_byte(tmp_path, sizes_trace):
     path = tmp_path / "good.tlspec"
     sizes_trace.save(str(path))

@@ -132,9 +132,13 @@ class PayloadSink:
             if job is None:
                 return
             chunk, crc, at = job
+            # No reference to the chunk may outlive its hand-back: the caller releases the
+            # value's bytes (a temporary copy) as soon as write() returns.
+            del job
             try:
                 crc = zlib.crc32(chunk, crc)
             except BaseException as error:  # handed to the main thread, which raises it
+                del chunk
                 self._results.put(error)
                 continue
             del chunk

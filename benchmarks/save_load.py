@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -267,9 +268,18 @@ def main() -> None:
         return
     reference = None
     if arguments.reference_python:
-        reference = measure_in_reference_python(
-            arguments.reference_python, os.path.abspath(__file__), max(1, arguments.repeats // 2)
-        )
+        try:
+            reference = measure_in_reference_python(
+                arguments.reference_python,
+                os.path.abspath(__file__),
+                max(1, arguments.repeats // 2),
+                timeout=900,
+            )
+        except subprocess.CalledProcessError as error:
+            last = (error.stderr or "").strip().splitlines()[-1:] or ["no output"]
+            reference = {"save": None, "why": f"the reference run failed: {last[0]}"}
+        if "failed" in reference:
+            reference = {"save": None, "why": reference["failed"]}
     figures = summary(ours, reference)
     if arguments.json:
         print(json.dumps(figures))

@@ -191,7 +191,6 @@ def test_a_streamed_capture_writes_the_table_from_its_spool(tmp_path):
 WRITE_FAILS_MIDWAY = r"""
 import os, resource, signal, sys
 import torch
-from test_tlspec_integrity import flips_that_load
 import torchlens as tl
 sys.path.insert(0, sys.argv[2])
 from test_tlspec_crc_table import Sizes

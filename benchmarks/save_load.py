@@ -272,7 +272,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--reference-python", help="a Python with the reference torchlens 2.36.1")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--mode", choices=["ours", "reference", "compare"], default="compare")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     arguments = parser.parse_args()

@@ -10,9 +10,10 @@ two move in lock step, one chunk at a time: when :meth:`PayloadSink.write` retur
 refers to the bytes any more, so a temporary contiguous copy (a non-contiguous tensor's) can be
 released before the next payload's is made.
 
-While it waits for the main thread, the worker also asks the kernel (``sync_file_range`` on
-Linux) to start writing back what is already in the file, so the final ``fsync`` finds most of
-the file on disk already instead of writing all of it then."""
+A third thread asks the kernel (``sync_file_range`` on Linux) to start writing back what is
+already in the file, every 32 MB, so the final ``fsync`` finds most of the file on disk
+already instead of writing all of it then. It has a thread of its own because the call blocks
+while the disk's queue is full: the write and the checksum never wait for it."""
 
 from __future__ import annotations
 
@@ -47,12 +48,11 @@ class PayloadSink:
         self.finished: List[Tuple[int, int]] = []
         self._length = 0
         self._crc = 0
-        self._jobs: queue.SimpleQueue[Optional[Tuple[memoryview, int, int]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Optional[Tuple[memoryview, int]]] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._written_back = position
-        self._writeback = _writeback_function()
         self._worker = threading.Thread(target=self._checksum_chunks, name="torchlens-crc32", daemon=True)
         self._worker.start()
+        self._writeback = _Writeback(fd, position) if _writeback_function() is not None else None
 
     def __enter__(self) -> PayloadSink:
         return self
@@ -61,10 +61,12 @@ class PayloadSink:
         self.close()
 
     def close(self) -> None:
-        """Stops the worker thread (idempotent)."""
+        """Stops the worker threads (idempotent); returns once neither uses the file."""
         if self._worker.is_alive():
             self._jobs.put(None)
             self._worker.join()
+        if self._writeback is not None:
+            self._writeback.close()
 
     # ---- the current payload ------------------------------------------------------------------
 
@@ -79,8 +81,10 @@ class PayloadSink:
                 self._write_all(chunk)
                 self._crc = zlib.crc32(chunk, self._crc)
                 continue
-            self._jobs.put((chunk, self._crc, self.position))
+            self._jobs.put((chunk, self._crc))
             self._write_all(chunk)
+            if self._writeback is not None:
+                self._writeback.written_up_to(self.position)
             result = self._results.get()
             if isinstance(result, BaseException):
                 raise result
@@ -99,6 +103,8 @@ class PayloadSink:
             if copied <= 0:
                 raise OSError(f"the payload source ended {left} bytes early")
             offset, left, self.position = offset + copied, left - copied, self.position + copied
+            if self._writeback is not None:
+                self._writeback.written_up_to(self.position)
         self._length, self._crc = length, crc32
 
     def finish_payload(self) -> Tuple[int, int]:
@@ -125,13 +131,13 @@ class PayloadSink:
             self.position += written
 
     def _checksum_chunks(self) -> None:
-        """The worker: the CRC-32 of each chunk handed over (continuing the running CRC it
-        comes with), then, with the time left, writeback of what the file already holds."""
+        """The worker: the CRC-32 of each chunk handed over, continuing the running CRC it
+        comes with."""
         while True:
             job = self._jobs.get()
             if job is None:
                 return
-            chunk, crc, at = job
+            chunk, crc = job
             # No reference to the chunk may outlive its hand-back: the caller releases the
             # value's bytes (a temporary copy) as soon as write() returns.
             del job
@@ -143,10 +149,39 @@ class PayloadSink:
                 continue
             del chunk
             self._results.put(crc)
-            # Everything before this chunk is in the file (the threads move in lock step).
-            if self._writeback is not None and at - self._written_back >= WRITEBACK_STEP_BYTES:
-                self._writeback(self._fd, self._written_back, at - self._written_back)
-                self._written_back = at
+
+
+class _Writeback:
+    """A thread that starts the writeback of the file's bytes as they are written, in steps of
+    :data:`WRITEBACK_STEP_BYTES` (``sync_file_range``, which only queues the I/O)."""
+
+    def __init__(self, fd: int, position: int) -> None:
+        self._fd = fd
+        self._started = position
+        self._requested = position
+        self._marks: queue.SimpleQueue[Optional[int]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="torchlens-writeback", daemon=True)
+        self._thread.start()
+
+    def written_up_to(self, position: int) -> None:
+        """The file holds every byte before ``position``."""
+        if position - self._requested >= WRITEBACK_STEP_BYTES:
+            self._requested = position
+            self._marks.put(position)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._marks.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        start_writeback = _writeback_function()
+        while True:
+            mark = self._marks.get()
+            if mark is None or start_writeback is None:
+                return
+            start_writeback(self._fd, self._started, mark - self._started)
+            self._started = mark
 
 
 def _copy_range(source: int, offset: int, destination: int, count: int) -> int:

@@ -526,6 +526,13 @@ class CaptureSession:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         if kind is not None:
             self.abort()
+        # The trace owns the payloads now. The session sits in reference cycles with the
+        # adapter's capture objects (``hold`` is one of their methods), which only the cyclic
+        # collector frees: holding the values here too would keep a dropped trace's memory alive
+        # until a collection runs, and the next capture would allocate beside it.
+        self.payloads = {}
+        self.hold = _hold_as_is
+        self._watchers.clear()
 
 
 def _open_spool(

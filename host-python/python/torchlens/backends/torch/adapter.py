@@ -19,6 +19,7 @@ from .actions import apply_natively
 from .backward import BackwardArming
 from .capture import Capture, _RecordingMode, flatten
 from .dtypes import BY_NAME, NAMES, name_of
+from .freed_memory import keep_freed_memory
 
 
 class _VersionGuard:
@@ -50,6 +51,7 @@ class TorchAdapter(BackendProtocol):
 
     def capture(self, request: CaptureRequest) -> Any:
         model, args, kwargs = request.model, request.args, request.kwargs
+        keep_freed_memory()  # once per process: the next trace reuses this one's pages
         if request.options.grad_options is not None:
             grads.check_options(request)
         # Gradient-site rules (tl.when(tl.grad(...), action)) act in the backward pass; the live

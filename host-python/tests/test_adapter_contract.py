@@ -133,6 +133,29 @@ def test_the_garbage_collector_is_paused_during_a_capture_and_restored_after(nam
         gc.enable()
 
 
+@pytest.mark.parametrize("name", _registered())
+def test_a_dropped_trace_is_freed_at_once_after_its_ops_were_read(name):
+    """Reference counting alone frees a trace whose ops, params and layers were read (no
+    cycle between a trace and its cached ops), while an op kept past its trace still works."""
+    import weakref
+
+    spec, adapter, model, args = _built(name)
+    expected = tl.trace(model, args, backend=name)
+    expected_parents = [[parent.label for parent in op.parents] for op in expected.ops]
+    gc.disable()
+    try:
+        trace = tl.trace(model, args, backend=name)
+        dropped = weakref.ref(trace)
+        last = trace.ops[-1]
+        assert trace.params is not None and trace.layers and trace[0].children is not None
+        del trace
+        assert dropped() is None
+        assert [parent.label for parent in last.parents] == expected_parents[-1]
+        assert last.saved == expected.ops[-1].saved
+    finally:
+        gc.enable()
+
+
 # A plain callable hides a module's parameters from adapters that find them on the root (the
 # NumPy adapter): that capture is honestly marked unverified, which is not what this test is about.
 @pytest.mark.filterwarnings("ignore::torchlens.errors.CaptureUnverifiedWarning")

@@ -307,7 +307,7 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
                 grads[index_of[label[len(GRAD_TENSOR_PREFIX) :]]] = payloads.pop(slot)
     trace = Trace(native, payloads, backend, info["manifest"])
     # The op records were read above: the trace keeps them instead of reading them again.
-    trace._ops = [Op(trace, op) for op in ops]
+    trace._ops = [Op(trace._core, op) for op in ops]
     trace.payload_load_status = status
     if backward_json is not None:
         from .backward import from_core_json

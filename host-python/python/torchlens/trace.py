@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from .collector_pause import collector_paused
@@ -20,13 +21,56 @@ def warn_matched_nothing(selector: Selector, stacklevel: int = 3) -> None:
     )
 
 
+class TraceCore:
+    """What an op or a param reads from its trace: the core's trace, the payloads and their
+    guard, the backend, the gradients. Ops and params hold this rather than the
+    :class:`Trace`: the trace caches its ops, and ops holding the trace back would form a
+    reference cycle, which only the cyclic collector frees; a dropped trace's values would then
+    stay in memory until a full collection (rare in a large process), one trace after another."""
+
+    __slots__ = ("native", "payloads", "payload_guard", "backend", "backward", "autograd", "_trace")
+
+    def __init__(self, native: Any, payloads: Dict[int, Any], backend: Any, payload_guard: Any) -> None:
+        self.native = native
+        self.payloads = payloads
+        self.payload_guard = payload_guard
+        self.backend = backend
+        self.backward: Any = None
+        self.autograd = Autograd()
+        self._trace: Any = None
+
+    def attach(self, trace: Trace) -> None:
+        """Names the trace whose cached ops navigation returns (held weakly)."""
+        self._trace = weakref.ref(trace)
+
+    def ops(self) -> List[Op]:
+        """The trace's ops: its cached objects while it lives; new ones once it is gone (an op
+        kept after its trace was dropped still navigates)."""
+        trace = self._trace() if self._trace is not None else None
+        if trace is not None:
+            return trace.ops
+        with collector_paused():
+            return [Op(self, info) for info in self.native.ops()]
+
+    def payload(self, slot: int) -> Any:
+        """The value in a payload slot (None if not kept), checked by the backend's guard."""
+        value = self.payloads.get(slot)
+        if value is not None and self.payload_guard is not None:
+            self.payload_guard(slot, value)
+        return value
+
+    def current_autograd(self) -> Autograd:
+        self.autograd._backward = self.backward
+        return self.autograd
+
+
 class Op:
     """One operation of a trace. ``out`` is its saved value (None when not saved)."""
 
-    __slots__ = ("_trace", "_info")
+    __slots__ = ("_core", "_info")
 
-    def __init__(self, trace: Trace, info: Dict[str, Any]) -> None:
-        self._trace = trace
+    def __init__(self, core: TraceCore, info: Dict[str, Any]) -> None:
+        self._core = core
         self._info = info
 
     @property
@@ -84,7 +128,7 @@ class Op:
 
     @property
     def parents(self) -> List[Op]:
-        return [self._trace.ops[parent] for parent, _ in self._info["parents"]]
+        return [self._core.ops()[parent] for parent, _ in self._info["parents"]]
 
     @property
     def parent_positions(self) -> List[int]:
@@ -93,7 +137,7 @@ class Op:
 
     @property
     def children(self) -> List[Op]:
-        return [self._trace.ops[child] for child, _ in self._info["children"]]
+        return [self._core.ops()[child] for child, _ in self._info["children"]]
 
     @property
     def params(self) -> List[str]:
@@ -119,7 +163,7 @@ class Op:
         record source lines refuses (``BackendUnsupportedError``) rather than answer None."""
         from .backends.gate import gate
 
-        gate(self._trace.spec, "source_lines")
+        gate(self._core.backend.spec, "source_lines")
         return self._info["source"]
 
     @property
@@ -132,11 +176,11 @@ class Op:
 
     @property
     def input_ancestors(self) -> List[str]:
-        return [self._trace.ops[op].label for op in self._info["input_ancestors"]]
+        return [self._core.ops()[op].label for op in self._info["input_ancestors"]]
 
     @property
     def output_descendants(self) -> List[str]:
-        return [self._trace.ops[op].label for op in self._info["output_descendants"]]
+        return [self._core.ops()[op].label for op in self._info["output_descendants"]]
 
     @property
     def min_distance_from_input(self) -> Optional[int]:
@@ -158,7 +202,7 @@ class Op:
     def saved(self) -> bool:
         """Whether the op's own value was kept (an output node shows its producer's value)."""
         slot = self._info["payload"]
-        return slot is not None and slot in self._trace._payloads
+        return slot is not None and slot in self._core.payloads
 
     @property
     def out(self) -> Any:
@@ -168,7 +212,7 @@ class Op:
             if self.kind == "output" and self._info["parents"]:
                 return self.parents[0].out
             return None
-        return self._trace._payload(slot)
+        return self._core.payload(slot)
 
     @property
     def value(self) -> Any:
@@ -196,7 +240,7 @@ class Op:
         forward edits (timing ``post``), then gradient-site edits (timing ``backward``)."""
         from .edits import FireRecord
 
-        backward = self._trace.backward
+        backward = self._core.backward
         grad_edits = backward.edits.get(self.index, []) if backward is not None else []
         return [
             FireRecord(target_label=self.label, rule=rule, helper_name=action, timing=timing)
@@ -207,7 +251,7 @@ class Op:
     def grad(self) -> Any:
         """The gradient of the loss with respect to this op's output from the latest backward
         pass that reached it (``save_grads=``), or None."""
-        backward = self._trace.backward
+        backward = self._core.backward
         return backward.grad_of(self.index) if backward is not None else None
 
     @property
@@ -218,9 +262,9 @@ class Op:
     def autograd(self) -> OpAutograd:
         """The op's gradients: ``grads`` from captured backward passes (one per pass that
         reached it), ``derived_grad`` when the backend derived and checked one."""
-        backward = self._trace.backward
+        backward = self._core.backward
         return OpAutograd(
-            self._trace.autograd.intermediate_derived_grads.get(self.label),
+            self._core.current_autograd().intermediate_derived_grads.get(self.label),
             backward.grads_of(self.index) if backward is not None else [],
         )
 
@@ -231,15 +275,15 @@ class Op:
 class Layer:
     """One site of the model and the ops of each of its passes."""
 
-    def __init__(self, trace: Trace, label: str, op_type: str, ops: Sequence[int]) -> None:
-        self._trace = trace
+    def __init__(self, core: TraceCore, label: str, op_type: str, ops: Sequence[int]) -> None:
+        self._core = core
         self.label = label
         self.op_type = op_type
         self._ops = list(ops)
 
     @property
     def passes(self) -> List[Op]:
-        return [self._trace.ops[op] for op in self._ops]
+        return [self._core.ops()[op] for op in self._ops]
 
     @property
     def num_passes(self) -> int:
@@ -280,9 +324,9 @@ class Param:
     """A parameter of the model. ``grad`` is its derived gradient, when the trace's backend
     derived one (``trace.autograd.derived_grads["params.<address>"]``), else None."""
 
-    def __init__(self, info: Dict[str, Any], trace: Optional[Trace] = None) -> None:
+    def __init__(self, info: Dict[str, Any], core: Optional[TraceCore] = None) -> None:
         self._info = info
-        self._trace = trace
+        self._core = core
 
     address = property(lambda self: self._info["address"])
     module = property(lambda self: self._info["module"])
@@ -300,12 +344,12 @@ class Param:
         the derived gradient where the backend derived one, else the one a captured backward pass
         left (torch: the parameter's live ``.grad``; a loaded trace: the saved one). Read from the
         trace, so it is the same for every ``Param`` object of one address."""
-        if self._trace is None:
+        if self._core is None:
             return None
-        derived = self._trace.autograd.derived_grads.get(f"params.{self.address}")
+        derived = self._core.current_autograd().derived_grads.get(f"params.{self.address}")
         if derived is not None:
             return derived
-        backward = self._trace.backward
+        backward = self._core.backward
         if backward is None or backward.param_grad is None:
             return None
         return backward.param_grad(self.address)
@@ -421,23 +465,16 @@ class Trace:
         runtime: Any = None,
         payload_guard: Optional[Callable[[int, Any], None]] = None,
     ) -> None:
-        self._native = native
-        #: Raises when a payload that is the model's own array was changed after capture.
-        self._payload_guard = payload_guard
+        #: What the ops read (the core's trace, payloads and guard, backend, gradients): see
+        #: :class:`TraceCore`. The attributes below of the same names read and write it.
+        self._core = TraceCore(native, payloads, backend, payload_guard)
+        self._core.attach(self)
         #: Runtime-only replay data (None for a loaded trace).
         self._runtime = runtime
-        self._payloads = payloads
-        #: The backend's protocol object (:class:`~torchlens.backends.BackendProtocol`).
-        self._backend = backend
         self._manifest = manifest or {}
         self._ops: Optional[List[Op]] = None
         self._params: Optional[Dict[str, Param]] = None
         self._info: Optional[dict] = None
-        #: Gradients a backend derived for this trace (empty unless asked for).
-        self._autograd = Autograd()
-        #: The captured backward passes (:class:`~torchlens.backward.BackwardRecord`) where
-        #: ``save_grads=``/``backward_ready=True`` armed them, else None.
-        self.backward: Any = None
         #: The model's output as it returned it. With ``save_grads=`` or ``backward_ready=True``
         #: it keeps its autograd graph (call ``.backward()`` on a loss of it); otherwise its
         #: arrays are detached. None for a loaded trace and where the backend does not keep it.
@@ -454,18 +491,63 @@ class Trace:
         #: backend does not report them (a loaded trace).
         self.options: Any = None
 
+    # ---- what the ops share (kept in the TraceCore) ---------------------------------------------
+
+    @property
+    def _native(self) -> Any:
+        return self._core.native
+
+    @_native.setter
+    def _native(self, native: Any) -> None:
+        self._core.native = native
+
+    @property
+    def _payloads(self) -> Dict[int, Any]:
+        return self._core.payloads
+
+    @_payloads.setter
+    def _payloads(self, payloads: Dict[int, Any]) -> None:
+        self._core.payloads = payloads
+
+    @property
+    def _payload_guard(self) -> Optional[Callable[[int, Any], None]]:
+        """Raises when a payload that is the model's own array was changed after capture."""
+        return self._core.payload_guard
+
+    @_payload_guard.setter
+    def _payload_guard(self, guard: Optional[Callable[[int, Any], None]]) -> None:
+        self._core.payload_guard = guard
+
+    @property
+    def _backend(self) -> Any:
+        """The backend's protocol object (:class:`~torchlens.backends.BackendProtocol`)."""
+        return self._core.backend
+
+    @_backend.setter
+    def _backend(self, backend: Any) -> None:
+        self._core.backend = backend
+
+    @property
+    def backward(self) -> Any:
+        """The captured backward passes (:class:`~torchlens.backward.BackwardRecord`) where
+        ``save_grads=``/``backward_ready=True`` armed them, else None."""
+        return self._core.backward
+
+    @backward.setter
+    def backward(self, record: Any) -> None:
+        self._core.backward = record
+
     # ---- gradients -------------------------------------------------------------------------
 
     @property
     def autograd(self) -> Autograd:
         """Gradients attached to the trace: derived gradients, and whether a true backward pass
         was captured (``has_backward_pass``)."""
-        self._autograd._backward = self.backward
-        return self._autograd
+        return self._core.current_autograd()
 
     @autograd.setter
     def autograd(self, value: Autograd) -> None:
-        self._autograd = value
+        self._core.autograd = value
 
     @property
     def has_backward_pass(self) -> bool:
@@ -525,12 +607,12 @@ class Trace:
             # Tens of objects per op at once: the cyclic collector would walk the whole heap
             # several times over on a large trace (see collector_pause).
             with collector_paused():
-                self._ops = [Op(self, info) for info in self._native.ops()]
+                self._ops = [Op(self._core, info) for info in self._native.ops()]
         return self._ops
 
     @property
     def layers(self) -> List[Layer]:
-        return [Layer(self, label, op_type, ops) for label, op_type, ops in self._native.layers()]
+        return [Layer(self._core, label, op_type, ops) for label, op_type, ops in self._native.layers()]
 
     @property
     def layer_labels(self) -> List[str]:
@@ -549,7 +631,7 @@ class Trace:
         """Every parameter by address; the ``Param`` objects are built once per trace (the same
         object on every access)."""
         if self._params is None:
-            self._params = {info["address"]: Param(info, self) for info in self._native.params()}
+            self._params = {info["address"]: Param(info, self._core) for info in self._native.params()}
         return dict(self._params)
 
     @property
@@ -653,10 +735,7 @@ class Trace:
 
     def _payload(self, slot: int) -> Any:
         """The value in a payload slot (None if not kept), checked by the backend's guard."""
-        value = self._payloads.get(slot)
-        if value is not None and self._payload_guard is not None:
-            self._payload_guard(slot, value)
-        return value
+        return self._core.payload(slot)
 
     # ---- validation --------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -81,14 +82,18 @@ class Declarations:
     """The edits a finished trace declares, by value id (read once, at replay time)."""
 
     def __init__(self) -> None:
-        self.trace: Any = None
+        #: The trace, weakly: these declarations are reached from the trace's own replay
+        #: records, and a strong reference back would keep a dropped trace for the cyclic
+        #: collector. Replay runs only through a live trace.
+        self.trace: Optional[weakref.ref] = None
         self._by_value: Optional[Dict[int, List[Tuple[str, str]]]] = None
 
     def of(self, value_id: int) -> List[Tuple[str, str]]:
         if self._by_value is None:
             self._by_value = {}
-            if self.trace is not None:
-                for op in self.trace.ops:
+            trace = self.trace() if self.trace is not None else None
+            if trace is not None:
+                for op in trace.ops:
                     edits = op._info.get("edits") or []
                     if edits:
                         self._by_value[op._info.get("value")] = [(rule, action) for rule, action, _ in edits]
@@ -276,7 +281,7 @@ class MlxAdapter(BackendProtocol):
                 if recorder.unwrapped:
                     warnings.simplefilter("always")
                 trace = session.finish(self, runtime=runtime)
-        edited.trace = trace
+        edited.trace = weakref.ref(trace)
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
             from .grads import derive

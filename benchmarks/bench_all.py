@@ -64,11 +64,40 @@ CAPTURE_HEADER = (
 )
 
 
+def part_environment() -> Dict[str, str]:
+    """The environment of every part: this one, with ``PYTHONPATH`` made absolute. The parts run
+    in the benchmarks folder, where a relative entry (``PYTHONPATH=host-python/python``) would
+    silently name nothing and the parts would measure whatever ``torchlens`` is installed."""
+    environment = dict(os.environ)
+    entries = [entry for entry in environment.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if entries:
+        environment["PYTHONPATH"] = os.pathsep.join(os.path.abspath(entry) for entry in entries)
+    return environment
+
+
+def measured_package() -> str:
+    """Where the ``torchlens`` the parts import lives (found, not imported)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('torchlens').origin)"],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        env=part_environment(),
+    )
+    origin = done.stdout.strip()
+    return os.path.relpath(os.path.dirname(origin), os.path.dirname(HERE)) if origin else "not found"
+
+
 def run_part(arguments: List[str], timeout: float) -> Dict[str, Any]:
     """Runs one benchmark script; its last line of output is its JSON result."""
     try:
         done = subprocess.run(
-            [sys.executable, *arguments], capture_output=True, text=True, timeout=timeout, cwd=HERE
+            [sys.executable, *arguments],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=HERE,
+            env=part_environment(),
         )
     except subprocess.TimeoutExpired:
         return {"failed": f"did not finish in {timeout:.0f} s"}
@@ -194,7 +223,10 @@ def machine_line() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}"
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}; "
+        f"torchlens measured from `{measured_package()}`"
+    )
 
 
 def load_line(start: Tuple[float, float, float], end: Tuple[float, float, float]) -> str:

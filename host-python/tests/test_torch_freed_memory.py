@@ -20,44 +20,61 @@ pytestmark = [
     ),
 ]
 
-# Twenty ops of 4 MB each (80 MB held per trace): page faults of the third trace, in pages,
-# then of a trace after the kept memory was released.
+# resnet18 at batch 8 holds ~256 MB of activations per trace, the largest ~26 MB each: sizes at
+# which glibc's own thresholds hand a dropped trace's memory back (a small model's values stay
+# in the heap either way). Trace, read an op, drop, three times; then the page faults of one
+# more such trace, and of one after the kept memory was released.
 SECOND_TRACE_FAULTS = r"""
-import json, resource, sys, torch
+import json, resource, sys, torch, torchvision
 import torchlens as tl
 from torchlens.backends.torch import freed_memory
-
-class Steps(torch.nn.Module):
-    def forward(self, x):
-        for _ in range(20):
-            x = x * 1.0001
-        return x
 
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
-model, x = Steps(), torch.randn(1 << 20)
-expected = tl.trace(model, x)[-1].out.clone()
-for _ in range(2):
+torch.manual_seed(0)
+model, x = torchvision.models.resnet18(weights=None).eval(), torch.randn(8, 3, 224, 224)
+
+def traced_faults():
+    before = faults()
     trace = tl.trace(model, x)
+    count = faults() - before
+    same = bool(torch.equal(trace[-1].out, expected))
     del trace
-before = faults()
-trace = tl.trace(model, x)
-kept_faults = faults() - before
-same = bool(torch.equal(trace[-1].out, expected))
-del trace
-released = freed_memory.release_freed_memory()
-before = faults()
-trace = tl.trace(model, x)
+    return count, same
+
+with torch.no_grad():
+    expected = model(x)
+    for _ in range(3):
+        traced_faults()
+    kept_faults, same = traced_faults()
+    released = freed_memory.release_freed_memory()
+    released_faults, same_again = traced_faults()
 print(json.dumps({
     "faults": kept_faults,
-    "faults_after_release": faults() - before,
+    "faults_after_release": released_faults,
     "released": released,
-    "held_pages": 20 * (4 << 20) // 4096,
+    "held_pages": 256 * 1024 * 1024 // 4096,
     "in_force": freed_memory.keep_freed_memory(),
-    "same_values": same and bool(torch.equal(trace[-1].out, expected)),
+    "same_values": same and same_again,
 }))
 """
+
+
+def _huge_pages_for_every_mapping() -> bool:
+    """With transparent huge pages on for every mapping, a fault brings in 2 MB, not 4 KB: fault
+    counts then say nothing about fresh pages."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as setting:
+            return "[always]" in setting.read()
+    except OSError:
+        return False
+
+
+counts_pages = pytest.mark.skipif(
+    _huge_pages_for_every_mapping() or bool(os.environ.get("THP_MEM_ALLOC_ENABLE")),
+    reason="transparent huge pages back every mapping: page-fault counts do not count 4 KB pages",
+)
 
 
 def run_traces(**environment: str) -> dict:
@@ -72,23 +89,29 @@ def run_traces(**environment: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def test_a_trace_after_a_dropped_one_reuses_its_pages():
-    kept = run_traces()
-    assert kept["in_force"] and kept["same_values"]
-    # Without the policy every held page is fresh (the off case below checks that premise).
-    assert kept["faults"] < kept["held_pages"] // 4, kept
+@pytest.fixture(scope="module")
+def kept_run() -> dict:
+    return run_traces()
 
 
+@counts_pages
+def test_a_trace_after_a_dropped_one_reuses_its_pages(kept_run):
+    assert kept_run["in_force"] and kept_run["same_values"]
+    # Without the policy a good part of the held pages is fresh (the off case below checks that).
+    assert kept_run["faults"] < kept_run["held_pages"] // 20, kept_run
+
+
+@counts_pages
 def test_the_environment_switch_leaves_the_allocator_as_it_is():
     fresh = run_traces(TORCHLENS_KEEP_FREED_MEMORY="0")
     assert not fresh["in_force"] and fresh["same_values"]
-    assert fresh["faults"] >= fresh["held_pages"] // 2, fresh
+    assert fresh["faults"] >= fresh["held_pages"] // 8, fresh
 
 
-def test_release_hands_the_kept_memory_back():
-    kept = run_traces()
-    assert kept["released"] and kept["same_values"]
-    assert kept["faults_after_release"] >= kept["held_pages"] // 2, kept
+@counts_pages
+def test_release_hands_the_kept_memory_back(kept_run):
+    assert kept_run["released"]
+    assert kept_run["faults_after_release"] >= kept_run["held_pages"] // 8, kept_run
 
 
 def test_a_dropped_trace_frees_its_values_without_a_cyclic_collection():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 from typing import Optional
@@ -38,11 +39,14 @@ KEEP_AT_MOST_BYTES = 2**31 - 1
 #: The environment variable that turns the policy off (``0``, ``false``, ``no``, ``off``).
 ENVIRONMENT_SWITCH = "TORCHLENS_KEEP_FREED_MEMORY"
 
-_applied = False
+#: Whether the policy is in force: None until the first capture tried it.
+_applied: Optional[bool] = None
 
 
+@functools.cache
 def _glibc() -> Optional[ctypes.CDLL]:
-    """The C library when it is glibc (the policy is glibc's ``mallopt``), else None."""
+    """The C library when it is glibc (the policy is glibc's ``mallopt``), else None. Looked up
+    once: ``find_library`` runs a subprocess where the answer is not cached by the system."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -62,12 +66,13 @@ def keep_freed_memory() -> bool:
     """Applies the policy once per process (later calls do nothing); returns whether it is in
     force."""
     global _applied
-    if _applied:
-        return True
+    if _applied is not None:
+        return _applied
     if _switched_off():
         return False
     library = _glibc()
     if library is None:
+        _applied = False
         return False
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -60,6 +60,7 @@ class TraceCore:
         return value
 
     def current_autograd(self) -> Autograd:
+        """The trace's gradients, told which backward passes the trace holds now."""
         self.autograd._backward = self.backward
         return self.autograd
 

@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<engine::Core>()?;
     module.add_class::<session::Session>()?;
+    module.add_class::<session::PreparedEvents>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
     module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;

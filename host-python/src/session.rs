@@ -16,6 +16,14 @@ use torchlens_schema::events::{
     ArgRef, EventBatch, ModuleDecl, OpEvent, ParamDecl, RawEvent, SourceLocation, TensorDesc,
 };
 
+/// Events built once and sent again by later sessions: a model's declaration (its modules and
+/// parameters), kept by the adapter while the model is unchanged, so a trace of the same model
+/// pays one call instead of one per module and parameter.
+#[pyclass(module = "torchlens._native", frozen)]
+pub struct PreparedEvents {
+    events: Vec<RawEvent>,
+}
+
 /// A capture session inside the core plus the events not yet sent.
 #[pyclass(module = "torchlens._native")]
 pub struct Session {
@@ -110,6 +118,43 @@ impl Session {
             dtype: Dtype::from_name(dtype),
             trainable,
         }));
+    }
+
+    /// Declares a whole model at once: `modules` as `module` takes them, then `params` as
+    /// `param` does. Returns the events, for `replay` in a later session of the same model.
+    #[allow(clippy::type_complexity)]
+    fn declare_model(
+        &mut self,
+        modules: Vec<(u32, Vec<String>, String, bool, bool)>,
+        params: Vec<(u64, String, u32, Vec<u64>, String, bool)>,
+    ) -> PreparedEvents {
+        let mut events = Vec::with_capacity(modules.len() + params.len());
+        for (id, addresses, class_name, container, training) in modules {
+            events.push(RawEvent::Module(ModuleDecl {
+                id,
+                addresses,
+                class_name,
+                container,
+                training,
+            }));
+        }
+        for (tensor, address, module, shape, dtype, trainable) in params {
+            events.push(RawEvent::Param(ParamDecl {
+                tensor,
+                address,
+                module,
+                shape,
+                dtype: Dtype::from_name(&dtype),
+                trainable,
+            }));
+        }
+        self.pending.extend(events.iter().cloned());
+        PreparedEvents { events }
+    }
+
+    /// Appends events prepared by an earlier session (`declare_model`).
+    fn replay(&mut self, prepared: &PreparedEvents) {
+        self.pending.extend(prepared.events.iter().cloned());
     }
 
     /// A model input.

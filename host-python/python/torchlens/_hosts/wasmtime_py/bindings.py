@@ -235,6 +235,20 @@ class Session:
     ) -> None:
         self._pending.append(events.param(tensor, address, module, shape, dtype, trainable))
 
+    def declare_model(
+        self,
+        modules: Sequence[Tuple[int, List[str], str, bool, bool]],
+        params: Sequence[Tuple[int, str, int, Sequence[int], str, bool]],
+    ) -> Tuple[bytes, ...]:
+        prepared = tuple(events.module(*module) for module in modules) + tuple(
+            events.param(*param) for param in params
+        )
+        self._pending.extend(prepared)
+        return prepared
+
+    def replay(self, prepared: Tuple[bytes, ...]) -> None:
+        self._pending.extend(prepared)
+
     def input(
         self, name: str, tensor: int, shape: Sequence[int], dtype: str, payload: Optional[int] = None
     ) -> None:

@@ -22,6 +22,7 @@ from torchlens.adapter_kit.source_location import SourceLocator
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
 from .dtypes import NAMES, name_of
+from .model_declaration import WalkedModel, declaration_of
 from .naming import describe
 
 #: Attribute that carries ``{capture serial: value id}`` on a tensor while captures run. Keyed by
@@ -57,30 +58,12 @@ class _RecordingMode(TorchFunctionMode):
         capture = self.capture
         if capture.quiet_depth:
             return func(*args, **kwargs)
-        writes = capture.holding and args
-        if writes and (describe(func)[1] or "out" in kwargs or kwargs.get("inplace") is True):
+        description = describe(func)
+        in_place = description[1] or (bool(kwargs) and kwargs.get("inplace") is True)
+        if capture.holding and args and (in_place or "out" in kwargs):
             capture.protect(kwargs.get("out", args[0]))
         out = func(*args, **kwargs)
-        return capture.record(func, args, kwargs, out)
-
-
-def _module_tree(root: torch.nn.Module) -> List[Tuple[str, torch.nn.Module]]:
-    """Every module under ``root`` with its address, in ``named_modules`` order (parents before
-    children, children in registration order), a shared module once per address; a loop over
-    ``_modules`` rather than ``named_modules``' recursive generators, which cost a tenth of a
-    millisecond per trace on a fifty-layer model."""
-    found = []
-    stack: List[Tuple[str, torch.nn.Module]] = [("", root)]
-    while stack:
-        name, module = stack.pop()
-        found.append((name, module))
-        children = module._modules
-        if children:
-            prefix = f"{name}." if name else ""
-            for child_name, child in reversed(children.items()):
-                if child is not None:
-                    stack.append((prefix + child_name, child))
-    return found
+        return capture.record(func, description[0], in_place, args, kwargs, out)
 
 
 def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
@@ -268,67 +251,30 @@ class Capture(LiveEditHost):
 
     def declare_model(self) -> None:
         """Declares every module (shared ones once, with all their addresses), parameter and
-        buffer, in one walk of the module tree."""
+        buffer: one walk of the module tree, and the declaration kept from the model's last
+        trace when the walk finds nothing changed (see :mod:`.model_declaration`)."""
         session = self.session
         if not isinstance(self.model, torch.nn.Module):
             self.module_ids[id(self.model)] = 0
             self.addresses[0] = "self"
             session.module(0, ["self"], type(self.model).__name__, False, False)
             return
-        addresses: Dict[int, List[str]] = {}
-        modules: List[Tuple[str, torch.nn.Module]] = []
-        for name, module in _module_tree(self.model):
-            known = addresses.get(id(module))
-            if known is None:
-                addresses[id(module)] = [name or "self"]
-                modules.append((name, module))
-            else:
-                known.append(name or "self")
-        containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
-        module_ids = self.module_ids
-        declared_modules = []
-        for _name, module in modules:
-            module_id = len(module_ids)
-            module_ids[id(module)] = module_id
-            names = addresses[id(module)]
-            self.addresses[module_id] = names[0]
-            declared_modules.append(
-                (module_id, names, type(module).__name__, isinstance(module, containers), module.training)
-            )
-        pinned = self.pinned
-        declared_params = []
-        new_value_id = session.new_value_id
-        for name, module in modules:
-            if module._parameters:
-                prefix = f"{name}." if name else ""
-                module_id = module_ids[id(module)]
-                for parameter_name, param in module._parameters.items():
-                    if param is None or id(param) in pinned:
-                        continue  # a parameter shared by several modules is declared once
-                    # Parameters outlive the capture: pinned (see the ids section), never tagged.
-                    value_id = new_value_id()
-                    pinned[id(param)] = (param, value_id)
-                    dtype = NAMES.get(param.dtype) or name_of(param.dtype)
-                    self.params[value_id] = param
-                    self.param_tensors[prefix + parameter_name] = param
-                    self.param_dtypes[value_id] = dtype
-                    declared_params.append(
-                        (
-                            value_id,
-                            prefix + parameter_name,
-                            module_id,
-                            param.shape,
-                            dtype,
-                            param.requires_grad,
-                        )
-                    )
-            if not module._buffers:
-                continue
-            prefix = f"{name}." if name else ""
-            for buffer_name, buffer in module._buffers.items():
-                if buffer is not None:
-                    self.buffer_addresses.setdefault(id(buffer), prefix + buffer_name)
-        session.declare(declared_modules, declared_params)
+        walked = WalkedModel(self.model)
+        declaration = declaration_of(self.model, walked, session.peek_value_id())
+        tree = walked.tree
+        modules = [tree[place][1] for place in declaration.declared_modules]
+        self.module_ids = dict(zip(map(id, modules), range(len(modules))))
+        self.addresses = dict(declaration.module_addresses)
+        slots = walked.param_slots
+        params = [slots[slot] for slot in declaration.declared_params]
+        # Parameters outlive the capture: pinned (see the ids section), never tagged.
+        value_ids = session.new_value_ids(len(params))
+        self.pinned.update(zip(map(id, params), zip(params, value_ids)))
+        self.params = dict(zip(value_ids, params))
+        self.param_tensors = dict(zip(declaration.param_addresses, params))
+        self.param_dtypes = dict(zip(value_ids, declaration.param_dtypes))
+        self.buffer_addresses = dict(declaration.buffer_addresses)
+        session.declare(declaration.modules, declaration.params, declaration.prepared)
 
     def declare_inputs(self, args: tuple, kwargs: dict) -> None:
         found: List[Tuple[str, torch.Tensor]] = []
@@ -455,10 +401,11 @@ class Capture(LiveEditHost):
 
     # ---- ops ---------------------------------------------------------------------------------
 
-    def record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
-        """Reports one op; returns what flows on (``out``, or its live-edited replacement)."""
+    def record(self, func: Any, name: str, in_place: bool, args: tuple, kwargs: dict, out: Any) -> Any:
+        """Reports one op (``name``: how the trace names ``func``; ``in_place``: whether it wrote
+        into its first argument); returns what flows on (``out``, or its live-edited
+        replacement)."""
         # The hot path of every capture: locals and inline lookups, no helper call per output.
-        name, in_place = describe(func)
         if isinstance(out, torch.Tensor):
             results: tuple = (out,)
             multiple = False
@@ -497,7 +444,6 @@ class Capture(LiveEditHost):
             )
         # Frame 0 is this method, 1 the function mode: the op's caller is frame 2 or above.
         source = _SOURCES.locate(2)
-        in_place = in_place or kwargs.get("inplace") is True
         self.session.op(name, parents, outputs, in_place, (), source)
         if self.backward is not None:
             with self.quiet():

@@ -5,10 +5,12 @@
 //! - [`trace`]: a finished trace held by the core, and its queries.
 //! - [`convert`]: Python values ⇄ WIT values.
 //! - [`errors`]: core errors raised as the typed exceptions of `torchlens.errors`.
+//! - [`held_op`]: the hot path of a full torch capture, one call per op.
 
 mod convert;
 mod engine;
 mod errors;
+mod held_op;
 mod session;
 mod trace;
 
@@ -20,6 +22,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<engine::Core>()?;
     module.add_class::<session::Session>()?;
     module.add_class::<session::PreparedEvents>()?;
+    module.add_class::<held_op::HeldOpState>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
     module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;

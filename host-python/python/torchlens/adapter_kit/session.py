@@ -273,6 +273,40 @@ class CaptureSession:
         else:
             self._sent()
 
+    @property
+    def holds_every_output(self) -> bool:
+        """Whether every op output is kept (``save="all"`` in memory): the adapter may then hold
+        each output itself, through ``hold`` into ``payloads``, and report the op with
+        :meth:`held_op`."""
+        return self._keep_outputs and self._selector is None and self.spool is None
+
+    def held_op(
+        self,
+        func: str,
+        parents: List[Tuple[int, int]],
+        described: List[Tuple[int, Sequence[int], str, int]],
+        in_place: bool,
+        source: Optional[Tuple[str, int, str]],
+    ) -> None:
+        """One op whose outputs the adapter already holds in ``payloads`` (only while
+        :attr:`holds_every_output`): ``described`` are ``(value id, shape, dtype, value id)``.
+        The hot path of a full capture: :meth:`op` without the per-output decisions."""
+        self._op_count += len(described)
+        self._native.op(func, parents, described, in_place, (), source)
+        self._unsent += 1
+        if self._unsent >= EVENTS_PER_BATCH:
+            self.flush()
+
+    def count_held_op(self, next_value_id: int, outputs: int) -> None:
+        """An op the host recorded itself from the adapter's state (the native host's
+        ``record_held``, see ``host-python/src/held_op.rs``): it named ``outputs`` values, up to
+        ``next_value_id``, and appended the op's event."""
+        self._next_value = next_value_id
+        self._op_count += outputs
+        self._unsent += 1
+        if self._unsent >= EVENTS_PER_BATCH:
+            self.flush()
+
     def _wait(self, value_id: int, value: Any, answer: int, func: str, plan: LivePlan) -> bool:
         """Holds an undecided value until it can be decided; True when the core can answer now."""
         self._undecided[value_id] = answer

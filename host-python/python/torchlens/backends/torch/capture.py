@@ -115,10 +115,37 @@ class Capture(LiveEditHost):
         #: anyway (a streamed capture writes them out and must not hold them).
         request = session.request
         self.pin_outputs = request.save.mode == "all" and request.streaming is None
+        #: Whether every op output is held (then ``record`` holds them itself, see
+        #: ``CaptureSession.held_op``).
+        self.holds_every_output = session.holds_every_output
+        #: The native host's one-call record of an op (``record_held``), or None.
+        self.held_state = self._held_state()
         # Nothing pinned outlives the capture (a tensor the model dropped is let go at the end).
         patches.on_exit(self.pinned.clear)
         # The session holds only what the live plan keeps, through this alias-not-copy hold.
         session.hold = self._kept
+
+    def _held_state(self) -> Any:
+        """What the native host's ``record_held`` reads and writes (this capture's own dicts), when
+        every output is held and the host has it; None otherwise (the wasmtime-py host)."""
+        native = self.session.native
+        if not (self.holds_every_output and self.pin_outputs) or not hasattr(native, "record_held"):
+            return None
+        from torchlens import _native
+
+        return _native.HeldOpState(
+            torch.Tensor,
+            self.pinned,
+            self.params,
+            self.session.payloads,
+            self.versions,
+            self._unindexed,
+            self.replays,
+            NAMES,
+            ValueRef,
+            ParamRef,
+            ReplayRecord,
+        )
 
     # ---- ids ---------------------------------------------------------------------------------
     #
@@ -270,7 +297,7 @@ class Capture(LiveEditHost):
         # Parameters outlive the capture: pinned (see the ids section), never tagged.
         value_ids = session.new_value_ids(len(params))
         self.pinned.update(zip(map(id, params), zip(params, value_ids)))
-        self.params = dict(zip(value_ids, params))
+        self.params.update(zip(value_ids, params))  # the same dict: the native record reads it
         self.param_tensors = dict(zip(declaration.param_addresses, params))
         self.param_dtypes = dict(zip(value_ids, declaration.param_dtypes))
         self.buffer_addresses = dict(declaration.buffer_addresses)
@@ -419,8 +446,30 @@ class Capture(LiveEditHost):
             multiple = True
         else:
             return out
+        # Frame 0 is this method, 1 the function mode: the op's caller is frame 2 or above.
+        source = _SOURCES.locate(2)
+        held_state = self.held_state
+        if held_state is not None and self.edits is None and self.backward is None:
+            # The native host records the op in one call (the same steps as below).
+            session = self.session
+            next_value_id = session.native.record_held(
+                held_state,
+                func,
+                name,
+                in_place,
+                args,
+                kwargs,
+                results,
+                multiple,
+                source,
+                session.peek_value_id(),
+            )
+            if next_value_id is not None:
+                self.holding = True
+                session.count_held_op(next_value_id, len(results))
+                return out
         parents, template, keyword_template = argument_template(args, kwargs, torch.Tensor, self._reference)
-        outputs = []
+        described = []
         replays = self.replays
         new_value_id = self.session.new_value_id
         serial = self.serial
@@ -438,22 +487,33 @@ class Capture(LiveEditHost):
                 else:
                     tags[serial] = value_id
             dtype = result.dtype
-            outputs.append((value_id, result, result.shape, NAMES.get(dtype) or name_of(dtype)))
+            described.append((value_id, result.shape, NAMES.get(dtype) or name_of(dtype), value_id))
             replays[value_id] = ReplayRecord(
                 func, name, template, keyword_template, index if multiple else None
             )
-        # Frame 0 is this method, 1 the function mode: the op's caller is frame 2 or above.
-        source = _SOURCES.locate(2)
-        self.session.op(name, parents, outputs, in_place, (), source)
+        session = self.session
+        if self.holds_every_output:
+            # Nothing to decide per output: each is held here, and the op reported as held.
+            payloads = session.payloads
+            kept = self._kept
+            for (value_id, *_), result in zip(described, results):
+                payloads[value_id] = kept(value_id, result)
+            session.held_op(name, parents, described, in_place, source)
+        else:
+            outputs = [
+                (value_id, result, shape, dtype)
+                for (value_id, shape, dtype, _), result in zip(described, results)
+            ]
+            session.op(name, parents, outputs, in_place, (), source)
         if self.backward is not None:
             with self.quiet():
-                for value_id, result, _shape, _dtype in outputs:
+                for (value_id, *_), result in zip(described, results):
                     self.backward.watch(value_id, result)
         edits = self.edits
         if edits is None:
             return out
         replaced: Dict[int, torch.Tensor] = {}
-        for index, (value_id, result, _shape, _dtype) in enumerate(outputs):
+        for index, ((value_id, *_), result) in enumerate(zip(described, results)):
             new = edits.on_output(name, value_id, result, index)
             if new is not result:
                 replaced[id(result)] = new
@@ -464,7 +524,7 @@ class Capture(LiveEditHost):
             # An in-place op's result is the object the model keeps using: write the edit into
             # it, after copying what must not change (the pre-edit value replay compares with,
             # payloads that share its storage).
-            value_id = outputs[0][0]
+            value_id = described[0][0]
             actions, original = edits.fired[value_id]
             with self.quiet():
                 if original is target:

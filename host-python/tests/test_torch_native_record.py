@@ -1,0 +1,102 @@
+"""The native host records the ops of a full torch capture in one call each
+(``host-python/src/held_op.rs``); the Python path (``Capture.record``) is the definition. Both
+must give the same trace: the same ops, edges, sources, values, replay records and validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from models import battery
+from torch import nn
+
+import torchlens as tl
+from torchlens._core import versions
+from torchlens.adapter_kit.session import CaptureSession
+from torchlens.backends.torch.capture import Capture
+
+pytestmark = pytest.mark.torch
+
+NATIVE_HOST = versions()["host"] == "native"
+
+
+class _Mixed(nn.Module):
+    """Ops the one-call path hands back to Python (a list of tensors, a tensor keyword argument,
+    a constant read mid-forward), several outputs, ``__setitem__`` and in-place writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.register_buffer("offset", torch.arange(6.0))
+
+    def forward(self, x):
+        a, b = self.fc(x).chunk(2, dim=-1)
+        y = torch.cat([a, b], dim=-1) + self.offset
+        y = torch.add(y, other=x, alpha=0.5)
+        y[:, 0] = 1.0
+        y.mul_(2)
+        return torch.where(y > 0, y, torch.zeros_like(y)).sum(dim=-1)
+
+
+def _trace(model, x, monkeypatch, native: bool):
+    """A trace of ``model`` with the one-call path on or off; counts the ops it recorded."""
+    counted = []
+    real = CaptureSession.count_held_op
+
+    def count(session, next_value_id, outputs):
+        counted.append(outputs)
+        real(session, next_value_id, outputs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CaptureSession, "count_held_op", count)
+        if not native:
+            patch.setattr(Capture, "_held_state", lambda self: None)
+        with torch.no_grad():
+            trace = tl.trace(model, x)
+    return trace, len(counted)
+
+
+def _facts(trace):
+    return [
+        (
+            op.label,
+            op.kind,
+            op.func_name,
+            [parent.label for parent in op.parents],
+            op.parent_positions,
+            op.shape,
+            op.dtype,
+            op.in_place,
+            op.module,
+            op.source,
+        )
+        for op in trace.ops
+    ]
+
+
+CASES = [*battery(), ("mixed", _Mixed().eval(), torch.randn(3, 6))]
+
+
+@pytest.mark.parametrize("name,model,x", CASES, ids=[case[0] for case in CASES])
+def test_the_one_call_path_records_what_the_python_path_records(name, model, x, monkeypatch):
+    fast, recorded = _trace(model, x, monkeypatch, native=True)
+    slow, fallback_only = _trace(model, x, monkeypatch, native=False)
+    assert fallback_only == 0
+    if NATIVE_HOST:
+        assert recorded > 0, "the native host recorded no op in one call"
+    assert _facts(fast) == _facts(slow)
+    for fast_op, slow_op in zip(fast.ops, slow.ops):
+        if slow_op.saved:
+            assert fast_op.saved and torch.equal(fast_op.value, slow_op.value), fast_op.label
+    assert fast.validate_forward_pass() == slow.validate_forward_pass()
+
+
+def test_a_value_changed_in_place_after_the_one_call_path_held_it_is_refused():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with torch.no_grad():
+        trace = tl.trace(model, torch.randn(2, 4))
+        linear = next(op for op in trace.ops if op.func_name == "linear")
+        assert linear.value is not None
+        trace.output.add_(1.0)  # the output is an alias of the relu's held value
+    relu = next(op for op in trace.ops if op.func_name == "relu")
+    with pytest.raises(tl.errors.TorchLensError):
+        relu.value  # noqa: B018 - reading it is the check

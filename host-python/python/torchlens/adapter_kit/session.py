@@ -113,6 +113,8 @@ class CaptureSession:
         #: Bumped on every module declaration: compiled plans name modules by id.
         self.module_generation = 0
         self._root_entered = False
+        #: Whether ``open_calls`` is kept up to date (see :meth:`without_call_tracking`).
+        self._tracks_calls = True
         self._next_value = 1
         self._unsent = 0
         self._open = True
@@ -363,10 +365,19 @@ class CaptureSession:
         """Module id → the call numbers open now (``ROOT_CALL`` for the root call)."""
         return self._open_calls
 
+    def without_call_tracking(self) -> None:
+        """The adapter says nothing of this capture asks which module calls are open (no live
+        edits; ``open_calls`` and ``module_stack`` go unread): without a narrow ``save=`` either,
+        :meth:`enter` and :meth:`exit` then only report the calls. Call before the forward."""
+        if self._selector is None:
+            self._tracks_calls = False
+
     def enter(self, module_id: int) -> None:
         """A module call starts."""
         self._native.enter(module_id)
-        if module_id == self._root_module and not self._root_entered and self._depth == 1:
+        if not self._tracks_calls:
+            pass
+        elif module_id == self._root_module and not self._root_entered and self._depth == 1:
             # The root's own call is the one already open (as the core counts it).
             self._root_entered = True
             self._call_counts[module_id] = 1
@@ -389,6 +400,11 @@ class CaptureSession:
         the objects themselves: an output the plan selects at the exit whose payload was
         released before, e.g. a value passed through the call unchanged, is held again)."""
         self._native.exit(module_id, outputs)
+        if not self._tracks_calls:
+            self._unsent += 1
+            if self._unsent >= EVENTS_PER_BATCH:
+                self.flush()
+            return
         is_root = self._depth == 1
         call_number = 1
         if not is_root:

@@ -74,6 +74,8 @@ class TorchAdapter(BackendProtocol):
             if edits is not None:
                 edits.attach(session, capture)
                 capture.edits = edits
+            else:
+                session.without_call_tracking()
             hooks = torch.nn.modules.module
             # The hooks themselves pass other threads' module calls through.
             pre = hooks.register_module_forward_pre_hook(capture.pre_hook)

@@ -67,6 +67,11 @@ impl Session {
             .collect())
     }
 
+    /// Appends one event (the native module hooks report calls through this).
+    pub(crate) fn push_event(&mut self, event: RawEvent) {
+        self.pending.push(event);
+    }
+
     fn handle(&self) -> PyResult<ResourceAny> {
         self.handle
             .ok_or_else(|| PyRuntimeError::new_err("this capture session is finished"))

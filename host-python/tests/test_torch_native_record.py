@@ -1,6 +1,8 @@
 """The native host records the ops of a full torch capture in one call each
-(``host-python/src/held_op.rs``); the Python path (``Capture.record``) is the definition. Both
-must give the same trace: the same ops, edges, sources, values, replay records and validation."""
+(``host-python/src/held_op.rs``) and reports its module calls from native hooks
+(``host-python/src/module_hooks.rs``); the Python path (``Capture.record``, ``Capture.pre_hook``,
+``Capture.post_hook``) is the definition. Both must give the same trace: the same ops, edges,
+sources, module calls, values, replay records and validation."""
 
 from __future__ import annotations
 
@@ -73,6 +75,13 @@ def _facts(trace):
     ]
 
 
+def _module_facts(trace):
+    return [
+        (address, module.class_name, module.num_calls, [str(call) for call in module.calls])
+        for address, module in trace.modules.items()
+    ]
+
+
 CASES = [*battery(), ("mixed", _Mixed().eval(), torch.randn(3, 6))]
 
 
@@ -84,6 +93,7 @@ def test_the_one_call_path_records_what_the_python_path_records(name, model, x, 
     if NATIVE_HOST:
         assert recorded > 0, "the native host recorded no op in one call"
     assert _facts(fast) == _facts(slow)
+    assert _module_facts(fast) == _module_facts(slow)
     for fast_op, slow_op in zip(fast.ops, slow.ops):
         if slow_op.saved:
             assert fast_op.saved and torch.equal(fast_op.value, slow_op.value), fast_op.label

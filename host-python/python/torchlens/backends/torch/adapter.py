@@ -78,9 +78,10 @@ class TorchAdapter(BackendProtocol):
                 session.without_call_tracking()
             hooks = torch.nn.modules.module
             # The hooks themselves pass other threads' module calls through.
-            pre = hooks.register_module_forward_pre_hook(capture.pre_hook)
+            pre_hook, post_hook = capture.module_hooks()
+            pre = hooks.register_module_forward_pre_hook(pre_hook)
             patches.on_exit(pre.remove)
-            post = hooks.register_module_forward_hook(capture.post_hook)
+            post = hooks.register_module_forward_hook(post_hook)
             patches.on_exit(post.remove)
             root_is_module = isinstance(model, torch.nn.Module)
             if not root_is_module:

@@ -9,7 +9,7 @@ import itertools
 import os
 from contextlib import contextmanager
 from threading import get_ident
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -345,6 +345,26 @@ class Capture(LiveEditHost):
             self.addresses[module_id] = address
             self.session.module(module_id, [address], type(module).__name__, False, module.training)
         return module_id
+
+    def module_hooks(self) -> Tuple[Callable[..., Any], Callable[..., Any]]:
+        """The global forward pre-hook and forward hook to register: the native host's
+        (``_native.ModuleCallHooks``, see ``host-python/src/module_hooks.rs``) when ops are
+        recorded in one call each and no live edit reads module outputs, else :meth:`pre_hook`
+        and :meth:`post_hook` (which the native ones hand every call they do not handle)."""
+        if self.held_state is None or self.edits is not None:
+            return self.pre_hook, self.post_hook
+        from torchlens import _native
+
+        hooks = _native.ModuleCallHooks(
+            self.session.native,
+            self.module_ids,
+            self.pinned,
+            torch.Tensor,
+            self.owner_thread,
+            self.pre_hook,
+            self.post_hook,
+        )
+        return hooks.pre, hooks.post
 
     def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
         """The global forward pre-hook; global hooks fire on every thread, only the capturing

@@ -1,29 +1,50 @@
 //! The hot path of a full torch capture in one native call per op.
 //!
 //! When every op output is held in memory (`save="all"`, no streaming) and no live edit or
-//! gradient capture watches the op, recording an op is mechanical: name each tensor argument by
-//! the value id the capture pinned it under, build the replay templates, pin and hold each
-//! output (a detached alias, its version counter noted), store its replay record and append
-//! the op event. `Session.record_held` does all of it here instead of in Python bytecode, which
-//! on small models cost about as much as the ops themselves. It touches only the capture's own
-//! Python dicts (handed over once, in [`HeldOpState`]), so the Python path
-//! (`Capture.record` in `backends/torch/capture.py`) stays the definition: the wasmtime-py
-//! host runs that path, and both hosts run the whole test suite. Anything this path does not
-//! handle (a tensor the capture has not pinned, tensors inside a list argument, a dtype without
-//! a neutral name) returns `None` before any side effect, and the Python path records the op.
+//! gradient capture watches the op, recording an op is mechanical: find the user's line that
+//! called it, name each tensor argument by the value id the capture pinned it under, build the
+//! replay templates, pin and hold each output (a detached alias, its version counter noted),
+//! store its replay record, append the op event and count it in the session.
+//! [`HeldOpRecorder::record`], called by the function mode right after the op ran, does all of
+//! it here instead of in Python bytecode, which on small models cost about as much as the ops
+//! themselves. It touches only the capture's own Python objects (handed over once), so the
+//! Python path (`Capture.record` in `backends/torch/capture.py`, with the `SourceLocator` of
+//! `adapter_kit/source_location.py`) stays the definition: the wasmtime-py host runs that path,
+//! and both hosts run the whole test suite. A tensor the capture has not pinned (a buffer or
+//! constant read for the first time) is named by the capture's own `_reference`, as the Python
+//! path names it. Anything this path does not handle (tensors inside a list argument, a dtype
+//! without a neutral name) returns `None` before any side effect of its own, and the Python
+//! path records the op.
+
+use std::collections::HashMap;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
 use smallvec::SmallVec;
 use torchlens_schema::dtype::Dtype;
 use torchlens_schema::events::{ArgRef, OpEvent, RawEvent, SourceLocation, TensorDesc};
 
-/// The capture's Python state the hot path reads and writes (the same objects the Python path
+use crate::session::Session;
+
+/// Code objects whose skip decision is remembered before the memory starts over (as
+/// `MAX_REMEMBERED_CODE` in `source_location.py`: generated code makes new code objects).
+const MAX_REMEMBERED_CODE: usize = 20_000;
+
+/// A code object as source locations see it: None when its file lies in a skipped folder, else
+/// its file and function name.
+type CodeSource = Option<(String, String)>;
+
+/// One capture's recorder, over the capture's Python state (the same objects the Python path
 /// uses, so both paths can record ops of one capture in any mix).
-#[pyclass(module = "torchlens._native", frozen)]
-pub struct HeldOpState {
+#[pyclass(module = "torchlens._native")]
+pub struct HeldOpRecorder {
+    /// The core session the events go to.
+    session: Py<Session>,
+    /// The Python `CaptureSession`: its value-id counter and event counters, and its `flush`.
+    capture_session: Py<PyAny>,
     tensor_type: Py<PyAny>,
     /// `id(tensor)` → `(tensor, value id)`.
     pinned: Py<PyDict>,
@@ -42,13 +63,28 @@ pub struct HeldOpState {
     value_ref: Py<PyAny>,
     param_ref: Py<PyAny>,
     replay_record: Py<PyAny>,
+    /// The capture's `_reference(tensor) -> (value id, reference)`, for tensors not pinned.
+    python_reference: Py<PyAny>,
+    /// Folders whose frames are not user code (torch's, TorchLens's own).
+    skipped_folders: Vec<String>,
+    /// Code object address → what source locations read of it; the objects are held in
+    /// `remembered_code`, so an address is never reused while it is a key.
+    code_sources: HashMap<usize, CodeSource>,
+    remembered_code: Vec<Py<PyAny>>,
+    /// Events the session sends per batch (`EVENTS_PER_BATCH` in `adapter_kit/session.py`).
+    events_per_batch: u64,
+    /// Ops recorded so far (the rest went to the Python path).
+    #[pyo3(get)]
+    recorded: u64,
 }
 
 #[pymethods]
-impl HeldOpState {
+impl HeldOpRecorder {
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        session: Py<Session>,
+        capture_session: Py<PyAny>,
         tensor_type: Py<PyAny>,
         pinned: Py<PyDict>,
         params: Py<PyDict>,
@@ -60,8 +96,13 @@ impl HeldOpState {
         value_ref: Py<PyAny>,
         param_ref: Py<PyAny>,
         replay_record: Py<PyAny>,
+        python_reference: Py<PyAny>,
+        skipped_folders: Vec<String>,
+        events_per_batch: u64,
     ) -> Self {
         Self {
+            session,
+            capture_session,
             tensor_type,
             pinned,
             params,
@@ -73,22 +114,116 @@ impl HeldOpState {
             value_ref,
             param_ref,
             replay_record,
+            python_reference,
+            skipped_folders,
+            code_sources: HashMap::new(),
+            remembered_code: Vec::new(),
+            events_per_batch,
+            recorded: 0,
         }
+    }
+
+    /// The Python objects held, for the cyclic collector (the capture's `_reference` makes a
+    /// cycle through the capture until it ends and lets go of the recorder).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.session)?;
+        visit.call(&self.capture_session)?;
+        visit.call(&self.tensor_type)?;
+        visit.call(&self.pinned)?;
+        visit.call(&self.params)?;
+        visit.call(&self.payloads)?;
+        visit.call(&self.versions)?;
+        visit.call(&self.unindexed)?;
+        visit.call(&self.replays)?;
+        visit.call(&self.dtype_names)?;
+        visit.call(&self.value_ref)?;
+        visit.call(&self.param_ref)?;
+        visit.call(&self.replay_record)?;
+        visit.call(&self.python_reference)?;
+        for code in &self.remembered_code {
+            visit.call(code)?;
+        }
+        Ok(())
+    }
+
+    /// Records the op `func` (named `name`) that returned `out`: True when recorded, False when
+    /// `out` holds no tensor (nothing to record), None when the Python path must record it
+    /// (nothing was changed).
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        py: Python<'_>,
+        func: &Bound<'_, PyAny>,
+        name: &str,
+        in_place: bool,
+        args: &Bound<'_, PyAny>,
+        kwargs: &Bound<'_, PyAny>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<bool>> {
+        let (Ok(args), Ok(kwargs)) = (args.cast::<PyTuple>(), kwargs.cast::<PyDict>()) else {
+            return Ok(None);
+        };
+        let Some((results, multiple)) = self.results(py, name, args, out)? else {
+            return Ok(Some(false));
+        };
+        let source = self.source(py)?;
+        let capture_session = self.capture_session.bind(py).clone();
+        let Some(held) = self.hold(
+            py,
+            func,
+            name,
+            in_place,
+            args,
+            kwargs,
+            &results,
+            multiple,
+            source,
+            &capture_session,
+        )?
+        else {
+            return Ok(None);
+        };
+        match self.session.bind(py).try_borrow_mut() {
+            Ok(mut session) => session.push_event(held.event),
+            // Unreachable in practice (nothing calls back into the session while it records);
+            // the values are held already, so the op must not be recorded a second time.
+            Err(error) => return Err(error.into()),
+        }
+        capture_session.setattr(intern!(py, "_next_value"), held.next_value_id)?;
+        let counted = held.next_value_id - held.first_value_id;
+        let op_count: u64 = capture_session
+            .getattr(intern!(py, "_op_count"))?
+            .extract()?;
+        capture_session.setattr(intern!(py, "_op_count"), op_count + counted)?;
+        let unsent: u64 = capture_session
+            .getattr(intern!(py, "_unsent"))?
+            .extract::<u64>()?
+            + 1;
+        if unsent >= self.events_per_batch {
+            capture_session.call_method0(intern!(py, "flush"))?;
+        } else {
+            capture_session.setattr(intern!(py, "_unsent"), unsent)?;
+        }
+        self.recorded += 1;
+        Ok(Some(true))
     }
 }
 
-/// One op as the hot path saw it: the event to append and the next free value id.
-pub struct HeldOp {
-    pub event: RawEvent,
-    pub next_value_id: u64,
+/// One op as the hot path saw it: the event to append, the first value id its outputs took
+/// and the next free one.
+struct HeldOp {
+    event: RawEvent,
+    first_value_id: u64,
+    next_value_id: u64,
 }
 
 /// Parent edges of one op: `(value id, argument position)`.
 type Parents = SmallVec<[(u64, u32); 4]>;
 
-impl HeldOpState {
-    /// The value id and replay reference of a pinned tensor; None when the capture has not
-    /// pinned it (the Python path then names it).
+impl HeldOpRecorder {
+    /// The value id and replay reference of a tensor argument: a pinned one here, any other
+    /// from the capture's own `_reference` (which declares a buffer or constant the first time
+    /// an op reads it, as the Python path would at this point).
     fn reference<'py>(
         &self,
         py: Python<'py>,
@@ -96,7 +231,9 @@ impl HeldOpState {
     ) -> PyResult<Option<(u64, Bound<'py, PyAny>)>> {
         let key = tensor.as_ptr() as usize;
         let Some(entry) = self.pinned.bind(py).get_item(key)? else {
-            return Ok(None);
+            let (value_id, reference): (u64, Bound<'py, PyAny>) =
+                self.python_reference.bind(py).call1((tensor,))?.extract()?;
+            return Ok(Some((value_id, reference)));
         };
         let value_id: u64 = entry.cast::<PyTuple>()?.get_item(1)?.extract()?;
         let class = if self.params.bind(py).contains(value_id)? {
@@ -133,25 +270,102 @@ impl HeldOpState {
         Ok(Some(argument.clone()))
     }
 
-    /// Records one op whose outputs are `results` (see the module docs); None, with nothing
-    /// changed, when the Python path must record it.
+    /// The tensors an op returned, and whether it returned several (a tuple or list, or
+    /// `__setitem__`'s target); None when it returned no tensor.
+    fn results<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        args: &Bound<'py, PyTuple>,
+        out: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<(Bound<'py, PyTuple>, bool)>> {
+        let tensor_type = self.tensor_type.bind(py);
+        if out.is_instance(tensor_type)? {
+            return Ok(Some((PyTuple::new(py, [out])?, false)));
+        }
+        if out.is_instance_of::<PyTuple>() || out.is_instance_of::<PyList>() {
+            let mut tensors = Vec::new();
+            for item in out.try_iter()? {
+                let item = item?;
+                if item.is_instance(tensor_type)? {
+                    tensors.push(item);
+                }
+            }
+            if tensors.is_empty() {
+                return Ok(None);
+            }
+            return Ok(Some((PyTuple::new(py, tensors)?, true)));
+        }
+        if out.is_none() && name == "__setitem__" && !args.is_empty() {
+            let target = args.get_item(0)?;
+            if target.is_instance(tensor_type)? {
+                return Ok(Some((PyTuple::new(py, [target])?, true)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The user's line that called the op: the first frame, from the innermost, whose file is
+    /// outside the skipped folders (as `SourceLocator.locate`), or None.
+    fn source(&mut self, py: Python<'_>) -> PyResult<Option<(String, u32, String)>> {
+        // SAFETY: called with the GIL held (a `Python` token), from Python code, so a frame
+        // is executing; the reference is borrowed and only used to take a new one.
+        let current = unsafe { pyo3::ffi::PyEval_GetFrame() };
+        if current.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: non-null, a live frame object (borrowed above); `from_borrowed_ptr` takes a
+        // new strong reference.
+        let mut frame = unsafe { Bound::from_borrowed_ptr(py, current.cast()) };
+        loop {
+            let code = frame.getattr(intern!(py, "f_code"))?;
+            let key = code.as_ptr() as usize;
+            if !self.code_sources.contains_key(&key) {
+                if self.remembered_code.len() >= MAX_REMEMBERED_CODE {
+                    self.code_sources.clear();
+                    self.remembered_code.clear();
+                }
+                let file: String = code.getattr(intern!(py, "co_filename"))?.extract()?;
+                let skipped = self
+                    .skipped_folders
+                    .iter()
+                    .any(|folder| file.starts_with(folder.as_str()));
+                let entry = if skipped {
+                    None
+                } else {
+                    Some((file, code.getattr(intern!(py, "co_name"))?.extract()?))
+                };
+                self.code_sources.insert(key, entry);
+                self.remembered_code.push(code.unbind());
+            }
+            if let Some(Some((file, function))) = self.code_sources.get(&key) {
+                let line: u32 = frame.getattr(intern!(py, "f_lineno"))?.extract()?;
+                return Ok(Some((file.clone(), line, function.clone())));
+            }
+            let back = frame.getattr(intern!(py, "f_back"))?;
+            if back.is_none() {
+                return Ok(None);
+            }
+            frame = back;
+        }
+    }
+
+    /// Holds and names the outputs `results` of one op (see the module docs); None, with
+    /// nothing changed, when the Python path must record it.
     #[allow(clippy::too_many_arguments)]
-    pub fn record<'py>(
+    fn hold<'py>(
         &self,
         py: Python<'py>,
         func: &Bound<'py, PyAny>,
         name: &str,
         in_place: bool,
-        args: &Bound<'py, PyAny>,
-        kwargs: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: &Bound<'py, PyDict>,
         results: &Bound<'py, PyTuple>,
         multiple: bool,
         source: Option<(String, u32, String)>,
-        first_value_id: u64,
+        capture_session: &Bound<'py, PyAny>,
     ) -> PyResult<Option<HeldOp>> {
-        let (Ok(args), Ok(kwargs)) = (args.cast::<PyTuple>(), kwargs.cast::<PyDict>()) else {
-            return Ok(None);
-        };
         let mut parents = Parents::new();
         let mut template = Vec::with_capacity(args.len());
         let mut position = 0u32;
@@ -188,6 +402,10 @@ impl HeldOpState {
         let replays = self.replays.bind(py);
         let replay_record = self.replay_record.bind(py);
         let mut outputs = SmallVec::new();
+        // Read after the templates: naming a buffer or constant there takes an id too.
+        let first_value_id: u64 = capture_session
+            .getattr(intern!(py, "_next_value"))?
+            .extract()?;
         let mut value_id = first_value_id;
         for (index, (result, shape, dtype_name)) in described.into_iter().enumerate() {
             pinned.set_item(result.as_ptr() as usize, (&result, value_id))?;
@@ -242,6 +460,7 @@ impl HeldOpState {
         });
         Ok(Some(HeldOp {
             event,
+            first_value_id,
             next_value_id: value_id,
         }))
     }

@@ -24,7 +24,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<engine::Core>()?;
     module.add_class::<session::Session>()?;
     module.add_class::<session::PreparedEvents>()?;
-    module.add_class::<held_op::HeldOpState>()?;
+    module.add_class::<held_op::HeldOpRecorder>()?;
     module.add_class::<module_hooks::ModuleCallHooks>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;

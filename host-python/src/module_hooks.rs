@@ -12,6 +12,7 @@
 use std::os::raw::c_ulong;
 
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyTuple};
 use torchlens_schema::events::RawEvent;
 
@@ -80,6 +81,18 @@ impl ModuleCallHooks {
             python_pre,
             python_post,
         }
+    }
+
+    /// The Python objects held, for the cyclic collector (the Python hooks are the capture's
+    /// bound methods).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.session)?;
+        visit.call(&self.module_ids)?;
+        visit.call(&self.pinned)?;
+        visit.call(&self.tensor_type)?;
+        visit.call(&self.python_pre)?;
+        visit.call(&self.python_post)?;
+        Ok(())
     }
 
     /// The global forward pre-hook.

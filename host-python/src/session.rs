@@ -6,11 +6,9 @@
 
 use crate::engine::SharedInstance;
 use crate::errors::IntoPyResult;
-use crate::held_op::HeldOpState;
 use crate::trace::Trace;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use smallvec::SmallVec;
 use torchlens_host_runtime::ResourceAny;
 use torchlens_schema::dtype::Dtype;
@@ -162,41 +160,6 @@ impl Session {
     /// Appends events prepared by an earlier session (`declare_model`).
     fn replay(&mut self, prepared: &PreparedEvents) {
         self.pending.extend(prepared.events.iter().cloned());
-    }
-
-    /// Records one op of a full capture in one call (see `held_op`): returns the next free
-    /// value id, or None, with nothing changed, when the Python path must record the op.
-    #[allow(clippy::too_many_arguments)]
-    fn record_held(
-        &mut self,
-        py: Python<'_>,
-        state: &HeldOpState,
-        func: &Bound<'_, PyAny>,
-        name: &str,
-        in_place: bool,
-        args: &Bound<'_, PyAny>,
-        kwargs: &Bound<'_, PyAny>,
-        results: &Bound<'_, PyTuple>,
-        multiple: bool,
-        source: Option<(String, u32, String)>,
-        first_value_id: u64,
-    ) -> PyResult<Option<u64>> {
-        let held = state.record(
-            py,
-            func,
-            name,
-            in_place,
-            args,
-            kwargs,
-            results,
-            multiple,
-            source,
-            first_value_id,
-        )?;
-        Ok(held.map(|held| {
-            self.pending.push(held.event);
-            held.next_value_id
-        }))
     }
 
     /// A model input.

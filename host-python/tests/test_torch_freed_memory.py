@@ -22,8 +22,8 @@ pytestmark = [
 
 # resnet18 at batch 8 holds ~256 MB of activations per trace, the largest ~26 MB each: sizes at
 # which glibc's own thresholds hand a dropped trace's memory back (a small model's values stay
-# in the heap either way). Trace, read an op, drop, three times; then the page faults of one
-# more such trace, and of one after the kept memory was released.
+# in the heap either way). Trace, read an op, drop; then the most page faults of four more such
+# traces, and those of one after the kept memory was released.
 SECOND_TRACE_FAULTS = r"""
 import json, resource, sys, torch, torchvision
 import torchlens as tl
@@ -45,9 +45,11 @@ def traced_faults():
 
 with torch.no_grad():
     expected = model(x)
-    for _ in range(3):
-        traced_faults()
-    kept_faults, same = traced_faults()
+    traced_faults()
+    # The most any of four later traces faulted in: without the policy, glibc's own thresholds
+    # hand back a varying part of the dropped trace's memory, not the same part every time.
+    later = [traced_faults() for _ in range(4)]
+    kept_faults, same = max(count for count, _ in later), all(equal for _, equal in later)
     released = freed_memory.release_freed_memory()
     released_faults, same_again = traced_faults()
 print(json.dumps({

@@ -6,6 +6,8 @@ sources, module calls, values, replay records and validation."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from models import battery
@@ -13,7 +15,6 @@ from torch import nn
 
 import torchlens as tl
 from torchlens._core import versions
-from torchlens.adapter_kit.session import CaptureSession
 from torchlens.backends.torch.capture import Capture
 
 pytestmark = pytest.mark.torch
@@ -40,21 +41,20 @@ class _Mixed(nn.Module):
 
 
 def _trace(model, x, monkeypatch, native: bool):
-    """A trace of ``model`` with the one-call path on or off; counts the ops it recorded."""
-    counted = []
-    real = CaptureSession.count_held_op
+    """A trace of ``model`` with the one-call path on or off, and the ops that path recorded."""
+    recorders = []
+    real = Capture._held_recorder
 
-    def count(session, next_value_id, outputs):
-        counted.append(outputs)
-        real(session, next_value_id, outputs)
+    def keep(capture):
+        recorder = real(capture) if native else None
+        recorders.append(recorder)
+        return recorder
 
     with monkeypatch.context() as patch:
-        patch.setattr(CaptureSession, "count_held_op", count)
-        if not native:
-            patch.setattr(Capture, "_held_state", lambda self: None)
+        patch.setattr(Capture, "_held_recorder", keep)
         with torch.no_grad():
             trace = tl.trace(model, x)
-    return trace, len(counted)
+    return trace, sum(recorder.recorded for recorder in recorders if recorder is not None)
 
 
 def _facts(trace):
@@ -110,3 +110,21 @@ def test_a_value_changed_in_place_after_the_one_call_path_held_it_is_refused():
     relu = next(op for op in trace.ops if op.func_name == "relu")
     with pytest.raises(tl.errors.TorchLensError):
         relu.value  # noqa: B018 - reading it is the check
+
+
+@pytest.mark.parametrize("save", ["all", "selected", "none"])
+def test_a_finished_capture_is_freed_without_the_cyclic_collector(save):
+    """The native recorder and hooks hold the capture's own methods: the capture must still be
+    freed by reference counting when the trace returns (its values with it)."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.ReLU()).eval()
+    options = {"all": {}, "selected": {"save": tl.func("relu")}, "none": {"save": False}}[save]
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                tl.trace(model, torch.randn(2, 4), **options)
+        alive = [item for item in gc.get_objects() if isinstance(item, Capture)]
+    finally:
+        gc.enable()
+    assert alive == []

@@ -27,6 +27,11 @@ class SourceLocator:
         #: Code object → whether its file lies in a skipped folder.
         self._skipped: Dict[CodeType, bool] = {}
 
+    @property
+    def skipped_folders(self) -> Tuple[str, ...]:
+        """The folders whose frames are skipped."""
+        return self._skipped_folders
+
     def locate(self, depth: int) -> Optional[SourceLocation]:
         """The location of the first user frame at or above ``depth`` frames below the caller
         (``depth=0`` starts at the caller's own frame), or None when every frame is skipped."""

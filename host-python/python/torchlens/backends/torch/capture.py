@@ -18,6 +18,7 @@ from torchlens.adapter_kit import CaptureSession, Patches
 from torchlens.adapter_kit.argument_names import argument_names
 from torchlens.adapter_kit.live_edits import LiveEditHost, LiveEdits
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
+from torchlens.adapter_kit.session import EVENTS_PER_BATCH
 from torchlens.adapter_kit.source_location import SourceLocator
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
@@ -51,6 +52,7 @@ class _RecordingMode(TorchFunctionMode):
     def __init__(self, capture: Capture) -> None:
         super().__init__()
         self.capture = capture
+        self.record_in_one_call = capture.one_call_record()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
@@ -63,6 +65,12 @@ class _RecordingMode(TorchFunctionMode):
         if capture.holding and args and (in_place or "out" in kwargs):
             capture.protect(kwargs.get("out", args[0]))
         out = func(*args, **kwargs)
+        record_in_one_call = self.record_in_one_call
+        if (
+            record_in_one_call is not None
+            and record_in_one_call(func, description[0], in_place, args, kwargs, out) is not None
+        ):
+            return out
         return capture.record(func, description[0], in_place, args, kwargs, out)
 
 
@@ -118,22 +126,32 @@ class Capture(LiveEditHost):
         #: Whether every op output is held (then ``record`` holds them itself, see
         #: ``CaptureSession.held_op``).
         self.holds_every_output = session.holds_every_output
-        #: The native host's one-call record of an op (``record_held``), or None.
-        self.held_state = self._held_state()
+        #: The native host's one-call recorder of this capture's ops, or None. It holds this
+        #: capture's ``_reference``: let go at the end, so the capture is freed by reference
+        #: counting, not at the next cyclic collection.
+        self.held_recorder = self._held_recorder()
+        patches.on_exit(self._release_recorder)
         # Nothing pinned outlives the capture (a tensor the model dropped is let go at the end).
         patches.on_exit(self.pinned.clear)
         # The session holds only what the live plan keeps, through this alias-not-copy hold.
         session.hold = self._kept
 
-    def _held_state(self) -> Any:
-        """What the native host's ``record_held`` reads and writes (this capture's own dicts), when
-        every output is held and the host has it; None otherwise (the wasmtime-py host)."""
+    def _held_recorder(self) -> Any:
+        """The native host's recorder of this capture's ops (``_native.HeldOpRecorder``, see
+        ``host-python/src/held_op.rs``) when every output is held; None otherwise (and on the
+        wasmtime-py host)."""
         native = self.session.native
-        if not (self.holds_every_output and self.pin_outputs) or not hasattr(native, "record_held"):
+        if not (self.holds_every_output and self.pin_outputs):
             return None
-        from torchlens import _native
-
-        return _native.HeldOpState(
+        try:
+            from torchlens._native import HeldOpRecorder, Session
+        except ImportError:
+            return None  # the pure wheel: no extension
+        if not isinstance(native, Session):
+            return None  # the wasmtime-py host
+        return HeldOpRecorder(
+            native,
+            self.session,
             torch.Tensor,
             self.pinned,
             self.params,
@@ -145,7 +163,22 @@ class Capture(LiveEditHost):
             ValueRef,
             ParamRef,
             ReplayRecord,
+            self._reference,
+            list(_SOURCES.skipped_folders),
+            EVENTS_PER_BATCH,
         )
+
+    def _release_recorder(self) -> None:
+        self.held_recorder = None
+
+    def one_call_record(self) -> Optional[Callable[..., Optional[bool]]]:
+        """``record(func, name, in_place, args, kwargs, out)`` of the native recorder when it may
+        record this capture's ops (no live edit or gradient capture watches them), else None.
+        It answers None for an op the Python path must record (:meth:`record`)."""
+        if self.held_recorder is None or self.edits is not None or self.backward is not None:
+            return None
+        self.holding = True  # every output it records is held
+        return self.held_recorder.record
 
     # ---- ids ---------------------------------------------------------------------------------
     #
@@ -351,7 +384,7 @@ class Capture(LiveEditHost):
         (``_native.ModuleCallHooks``, see ``host-python/src/module_hooks.rs``) when ops are
         recorded in one call each and no live edit reads module outputs, else :meth:`pre_hook`
         and :meth:`post_hook` (which the native ones hand every call they do not handle)."""
-        if self.held_state is None or self.edits is not None:
+        if self.held_recorder is None or self.edits is not None:
             return self.pre_hook, self.post_hook
         from torchlens import _native
 
@@ -468,26 +501,6 @@ class Capture(LiveEditHost):
             return out
         # Frame 0 is this method, 1 the function mode: the op's caller is frame 2 or above.
         source = _SOURCES.locate(2)
-        held_state = self.held_state
-        if held_state is not None and self.edits is None and self.backward is None:
-            # The native host records the op in one call (the same steps as below).
-            session = self.session
-            next_value_id = session.native.record_held(
-                held_state,
-                func,
-                name,
-                in_place,
-                args,
-                kwargs,
-                results,
-                multiple,
-                source,
-                session.peek_value_id(),
-            )
-            if next_value_id is not None:
-                self.holding = True
-                session.count_held_op(next_value_id, len(results))
-                return out
         parents, template, keyword_template = argument_template(args, kwargs, torch.Tensor, self._reference)
         described = []
         replays = self.replays

@@ -65,6 +65,16 @@ pub struct HeldOpRecorder {
     replay_record: Py<PyAny>,
     /// The capture's `_reference(tensor) -> (value id, reference)`, for tensors not pinned.
     python_reference: Py<PyAny>,
+    /// The capture's `protect(target)`: copies what an in-place op is about to overwrite.
+    protect: Py<PyAny>,
+    /// The capture's `record(func, name, in_place, args, kwargs, out)`: the Python path.
+    python_record: Py<PyAny>,
+    /// `describe(func) -> (name, in place)` of `backends/torch/naming.py`.
+    python_describe: Py<PyAny>,
+    /// Callable address → its name and whether it writes in place; the callables are held in
+    /// `described`, so an address is never reused while it is a key.
+    descriptions: HashMap<usize, (String, bool)>,
+    described: Vec<Py<PyAny>>,
     /// Folders whose frames are not user code (torch's, TorchLens's own).
     skipped_folders: Vec<String>,
     /// Code object address → what source locations read of it; the objects are held in
@@ -97,6 +107,9 @@ impl HeldOpRecorder {
         param_ref: Py<PyAny>,
         replay_record: Py<PyAny>,
         python_reference: Py<PyAny>,
+        protect: Py<PyAny>,
+        python_record: Py<PyAny>,
+        python_describe: Py<PyAny>,
         skipped_folders: Vec<String>,
         events_per_batch: u64,
     ) -> Self {
@@ -115,6 +128,11 @@ impl HeldOpRecorder {
             param_ref,
             replay_record,
             python_reference,
+            protect,
+            python_record,
+            python_describe,
+            descriptions: HashMap::new(),
+            described: Vec::new(),
             skipped_folders,
             code_sources: HashMap::new(),
             remembered_code: Vec::new(),
@@ -140,10 +158,72 @@ impl HeldOpRecorder {
         visit.call(&self.param_ref)?;
         visit.call(&self.replay_record)?;
         visit.call(&self.python_reference)?;
+        visit.call(&self.protect)?;
+        visit.call(&self.python_record)?;
+        visit.call(&self.python_describe)?;
+        for func in &self.described {
+            visit.call(func)?;
+        }
         for code in &self.remembered_code {
             visit.call(code)?;
         }
         Ok(())
+    }
+
+    /// The recorder is the capture's function mode (pushed on torch's stack, which needs of a
+    /// mode only this method, bound to it): protects what an in-place op is about to
+    /// overwrite, runs the op and records it, here or, for an op this path does not handle,
+    /// through the capture's Python `record`.
+    #[pyo3(signature = (func, types, args=None, kwargs=None))]
+    fn __torch_function__<'py>(
+        slf: &Bound<'py, Self>,
+        func: &Bound<'py, PyAny>,
+        types: &Bound<'py, PyAny>,
+        args: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let _ = types; // the mode runs every function whatever the argument types
+        let args = match args {
+            Some(args) => args.cast::<PyTuple>()?.clone(),
+            None => PyTuple::empty(py),
+        };
+        let kwargs = match kwargs {
+            Some(kwargs) if !kwargs.is_none() => kwargs.cast::<PyDict>()?.clone(),
+            _ => PyDict::new(py),
+        };
+        // No borrow is held while the op or Python code runs.
+        let (name, writes_in_place) = slf.borrow_mut().describe(py, func)?;
+        let in_place = writes_in_place
+            || match kwargs.get_item(intern!(py, "inplace"))? {
+                Some(flag) => flag.is(&*pyo3::types::PyBool::new(py, true)),
+                None => false,
+            };
+        if !args.is_empty() && (in_place || kwargs.contains(intern!(py, "out"))?) {
+            let target = match kwargs.get_item(intern!(py, "out"))? {
+                Some(target) => target,
+                None => args.get_item(0)?,
+            };
+            let protect = slf.borrow().protect.clone_ref(py);
+            protect.call1(py, (target,))?;
+        }
+        let out = func.call(&args, Some(&kwargs))?;
+        let recorded = slf.borrow_mut().record(
+            py,
+            func,
+            &name,
+            in_place,
+            args.as_any(),
+            kwargs.as_any(),
+            &out,
+        )?;
+        if recorded.is_some() {
+            return Ok(out);
+        }
+        let python_record = slf.borrow().python_record.clone_ref(py);
+        Ok(python_record
+            .call1(py, (func, name, in_place, args, kwargs, out))?
+            .into_bound(py))
     }
 
     /// Records the op `func` (named `name`) that returned `out`: True when recorded, False when
@@ -268,6 +348,24 @@ impl HeldOpRecorder {
             }
         }
         Ok(Some(argument.clone()))
+    }
+
+    /// How the trace names `func` and whether it writes in place (`naming.describe`, asked
+    /// once per callable).
+    fn describe(&mut self, py: Python<'_>, func: &Bound<'_, PyAny>) -> PyResult<(String, bool)> {
+        let key = func.as_ptr() as usize;
+        if let Some(description) = self.descriptions.get(&key) {
+            return Ok(description.clone());
+        }
+        let description: (String, bool) =
+            self.python_describe.bind(py).call1((func,))?.extract()?;
+        if self.described.len() >= MAX_REMEMBERED_CODE {
+            self.descriptions.clear();
+            self.described.clear();
+        }
+        self.descriptions.insert(key, description.clone());
+        self.described.push(func.clone().unbind());
+        Ok(description)
     }
 
     /// The tensors an op returned, and whether it returned several (a tuple or list, or

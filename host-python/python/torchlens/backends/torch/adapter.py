@@ -17,7 +17,7 @@ from torchlens.errors import PayloadModifiedError
 from . import grads
 from .actions import apply_natively
 from .backward import BackwardArming
-from .capture import Capture, _RecordingMode, flatten
+from .capture import Capture, flatten
 from .dtypes import BY_NAME, NAMES, name_of
 from .freed_memory import keep_freed_memory
 
@@ -88,7 +88,7 @@ class TorchAdapter(BackendProtocol):
                 session.enter(0)
             stopped = False
             try:
-                with _RecordingMode(capture):
+                with capture.function_mode():
                     output = model(*args, **kwargs)
                 if not root_is_module:
                     replaced = capture.exit(0, output)

@@ -52,7 +52,6 @@ class _RecordingMode(TorchFunctionMode):
     def __init__(self, capture: Capture) -> None:
         super().__init__()
         self.capture = capture
-        self.record_in_one_call = capture.one_call_record()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
@@ -65,12 +64,6 @@ class _RecordingMode(TorchFunctionMode):
         if capture.holding and args and (in_place or "out" in kwargs):
             capture.protect(kwargs.get("out", args[0]))
         out = func(*args, **kwargs)
-        record_in_one_call = self.record_in_one_call
-        if (
-            record_in_one_call is not None
-            and record_in_one_call(func, description[0], in_place, args, kwargs, out) is not None
-        ):
-            return out
         return capture.record(func, description[0], in_place, args, kwargs, out)
 
 
@@ -164,6 +157,9 @@ class Capture(LiveEditHost):
             ParamRef,
             ReplayRecord,
             self._reference,
+            self.protect,
+            self.record,
+            describe,
             list(_SOURCES.skipped_folders),
             EVENTS_PER_BATCH,
         )
@@ -171,14 +167,28 @@ class Capture(LiveEditHost):
     def _release_recorder(self) -> None:
         self.held_recorder = None
 
-    def one_call_record(self) -> Optional[Callable[..., Optional[bool]]]:
-        """``record(func, name, in_place, args, kwargs, out)`` of the native recorder when it may
-        record this capture's ops (no live edit or gradient capture watches them), else None.
-        It answers None for an op the Python path must record (:meth:`record`)."""
-        if self.held_recorder is None or self.edits is not None or self.backward is not None:
-            return None
+    @contextmanager
+    def function_mode(self) -> Iterator[None]:
+        """The function mode that sees every op, active for the block. When the native recorder
+        may take this capture's ops (no live edit or gradient capture watches them) it is the
+        mode itself: torch needs of a mode only a ``__torch_function__`` bound to the object on
+        its stack, and calls it with no Python frame between. Otherwise :class:`_RecordingMode`
+        (whose ``__torch_function__`` the native one follows; it calls :meth:`record`, the
+        Python path, for an op it does not handle)."""
+        recorder = self.held_recorder
+        push = getattr(torch.overrides, "_push_mode", None)
+        pop = getattr(torch.overrides, "_pop_mode", None)
+        watched = self.edits is not None or self.backward is not None
+        if recorder is None or watched or push is None or pop is None:
+            with _RecordingMode(self):
+                yield
+            return
         self.holding = True  # every output it records is held
-        return self.held_recorder.record
+        push(recorder)
+        try:
+            yield
+        finally:
+            pop()
 
     # ---- ids ---------------------------------------------------------------------------------
     #
@@ -499,8 +509,9 @@ class Capture(LiveEditHost):
             multiple = True
         else:
             return out
-        # Frame 0 is this method, 1 the function mode: the op's caller is frame 2 or above.
-        source = _SOURCES.locate(2)
+        # Frame 0 is this method; frame 1 is the function mode (TorchLens code, skipped) or, when
+        # the native recorder hands the op over, the op's caller itself.
+        source = _SOURCES.locate(1)
         parents, template, keyword_template = argument_template(args, kwargs, torch.Tensor, self._reference)
         described = []
         replays = self.replays

@@ -225,7 +225,20 @@ impl HeldOpRecorder {
             .call1(py, (func, name, in_place, args, kwargs, out))?
             .into_bound(py))
     }
+}
 
+/// One op as the hot path saw it: the event to append, the first value id its outputs took
+/// and the next free one.
+struct HeldOp {
+    event: RawEvent,
+    first_value_id: u64,
+    next_value_id: u64,
+}
+
+/// Parent edges of one op: `(value id, argument position)`.
+type Parents = SmallVec<[(u64, u32); 4]>;
+
+impl HeldOpRecorder {
     /// Records the op `func` (named `name`) that returned `out`: True when recorded, False when
     /// `out` holds no tensor (nothing to record), None when the Python path must record it
     /// (nothing was changed).
@@ -287,20 +300,7 @@ impl HeldOpRecorder {
         self.recorded += 1;
         Ok(Some(true))
     }
-}
 
-/// One op as the hot path saw it: the event to append, the first value id its outputs took
-/// and the next free one.
-struct HeldOp {
-    event: RawEvent,
-    first_value_id: u64,
-    next_value_id: u64,
-}
-
-/// Parent edges of one op: `(value id, argument position)`.
-type Parents = SmallVec<[(u64, u32); 4]>;
-
-impl HeldOpRecorder {
     /// The value id and replay reference of a tensor argument: a pinned one here, any other
     /// from the capture's own `_reference` (which declares a buffer or constant the first time
     /// an op reads it, as the Python path would at this point).

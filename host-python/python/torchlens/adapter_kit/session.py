@@ -115,6 +115,8 @@ class CaptureSession:
         self._root_entered = False
         #: Whether ``open_calls`` is kept up to date (see :meth:`without_call_tracking`).
         self._tracks_calls = True
+        # The next value id, and events not yet sent. The native torch recorder
+        # (host-python/src/held_op.rs) updates these two and ``_op_count`` itself.
         self._next_value = 1
         self._unsent = 0
         self._open = True
@@ -295,16 +297,6 @@ class CaptureSession:
         The hot path of a full capture: :meth:`op` without the per-output decisions."""
         self._op_count += len(described)
         self._native.op(func, parents, described, in_place, (), source)
-        self._unsent += 1
-        if self._unsent >= EVENTS_PER_BATCH:
-            self.flush()
-
-    def count_held_op(self, next_value_id: int, outputs: int) -> None:
-        """An op the host recorded itself from the adapter's state (the native host's
-        ``record_held``, see ``host-python/src/held_op.rs``): it named ``outputs`` values, up to
-        ``next_value_id``, and appended the op's event."""
-        self._next_value = next_value_id
-        self._op_count += outputs
         self._unsent += 1
         if self._unsent >= EVENTS_PER_BATCH:
             self.flush()

@@ -193,8 +193,8 @@ impl HeldOpRecorder {
             _ => PyDict::new(py),
         };
         // No borrow is held while the op runs, nor while Python's `protect` or `record` does;
-        // the Python `record` calls inside `record` (the capture's `_reference`, the replay
-        // record's class) run with torch's mode stack set aside, so they never reach the recorder.
+        // the Python calls made inside `record` (the capture's `_reference`, the replay record's
+        // class) run with torch's mode stack set aside, so they never reach the recorder.
         let (name, writes_in_place) = slf.borrow_mut().describe(py, func)?;
         let in_place = writes_in_place
             || match kwargs.get_item(intern!(py, "inplace"))? {

@@ -15,6 +15,7 @@ from torch import nn
 
 import torchlens as tl
 from torchlens._core import versions
+from torchlens.backends.torch import capture as capture_module
 from torchlens.backends.torch.capture import Capture
 
 pytestmark = pytest.mark.torch
@@ -128,3 +129,13 @@ def test_a_finished_capture_is_freed_without_the_cyclic_collector(save):
     finally:
         gc.enable()
     assert alive == []
+
+
+def test_where_torch_has_no_mode_push_the_python_mode_records_the_same_trace(monkeypatch):
+    model, x = CASES[-1][1], CASES[-1][2]
+    native, _ = _trace(model, x, monkeypatch, native=True)
+    monkeypatch.setattr(capture_module, "_PUSH_MODE", None)
+    fallback, recorded = _trace(model, x, monkeypatch, native=True)
+    assert recorded == 0  # the recorder exists but is not the mode: the Python mode ran
+    assert _facts(fallback) == _facts(native)
+    assert _module_facts(fallback) == _module_facts(native)

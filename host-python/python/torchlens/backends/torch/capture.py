@@ -34,6 +34,11 @@ ID_ATTRIBUTE = "_torchlens_id"
 
 _SERIALS = itertools.count(1)
 
+#: How ``TorchFunctionMode.__enter__``/``__exit__`` push and pop a mode (private to torch; where
+#: a version lacks them the native recorder is not pushed as a mode, see ``function_mode``).
+_PUSH_MODE = getattr(torch.overrides, "_push_mode", None)
+_POP_MODE = getattr(torch.overrides, "_pop_mode", None)
+
 #: Frames inside torch's and TorchLens's own folders are not "user code" for source locations.
 _SOURCES = SourceLocator(
     (
@@ -176,19 +181,17 @@ class Capture(LiveEditHost):
         (whose ``__torch_function__`` the native one follows; it calls :meth:`record`, the
         Python path, for an op it does not handle)."""
         recorder = self.held_recorder
-        push = getattr(torch.overrides, "_push_mode", None)
-        pop = getattr(torch.overrides, "_pop_mode", None)
         watched = self.edits is not None or self.backward is not None
-        if recorder is None or watched or push is None or pop is None:
+        if recorder is None or watched or _PUSH_MODE is None or _POP_MODE is None:
             with _RecordingMode(self):
                 yield
             return
         self.holding = True  # every output it records is held
-        push(recorder)
+        _PUSH_MODE(recorder)
         try:
             yield
         finally:
-            pop()
+            _POP_MODE()
 
     # ---- ids ---------------------------------------------------------------------------------
     #

@@ -49,7 +49,7 @@ test-rust: component setup-python
 
 ## The suite runs twice: under the native host (the pyo3 extension), then under the wasmtime-py
 ## host (the same component under the wasmtime package, the py3-none-any wheel's host). The whole
-## suite, not a subset: framework time dominates it (the pure host's capture costs ~1.6x per op).
+## suite, not a subset: framework time dominates it (the pure host's torch capture costs ~1.4-2x per op).
 ## Measured on the loaded 2-core machine: 812 passed in 8 min native, 14 min wasmtime-py; on a
 ## quiet one the second run adds roughly 6-8 min, keeping make test near 35 of its 60 minutes.
 test-python: python-package

@@ -20,9 +20,10 @@ use torchlens_core::{tlspec as codec, TraceBuilder};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Writes each graph as `<name>.tlspec` in a scratch folder.
-fn written() -> Vec<(&'static str, PathBuf)> {
-    let folder = scratch("influence");
+/// Writes each graph as `<name>.tlspec` in the scratch folder `folder` (one per test: tests run
+/// in parallel, and a scratch folder is emptied when it is made).
+fn written(folder: &str) -> Vec<(&'static str, PathBuf)> {
+    let folder = scratch(folder);
     influence_graphs()
         .into_iter()
         .map(|(name, events)| {
@@ -43,7 +44,7 @@ fn written() -> Vec<(&'static str, PathBuf)> {
 
 #[test]
 fn ops_lists_the_hand_computed_reachability() {
-    let files = written();
+    let files = written("influence-reachability");
     for (graph, expression, expected) in CASES {
         let path = &files
             .iter()
@@ -71,7 +72,7 @@ fn ops_lists_the_hand_computed_reachability() {
 
 #[test]
 fn a_malformed_influence_term_is_a_usage_error() {
-    let files = written();
+    let files = written("influence-malformed");
     let path = files[0].1.to_str().expect("utf-8");
     for bad in [
         "downstream_of(",

@@ -1,4 +1,4 @@
-"""The PyTorch backend: capture with a ``TorchFunctionMode`` and global module hooks. Its
+"""The PyTorch backend: capture with a ``TorchFunctionMode`` and module brackets. Its
 declaration (``declaration.py``) imports nothing; the adapter (``adapter.py``) imports torch and
 is loaded only when a torch model is traced; ``tl.backends.torch.GradOptions`` imports torch when
 first read."""

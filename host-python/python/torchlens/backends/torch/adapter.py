@@ -14,7 +14,7 @@ from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import substitute
 from torchlens.errors import PayloadModifiedError
 
-from . import grads
+from . import grads, module_brackets
 from .actions import apply_natively
 from .backward import BackwardArming
 from .capture import Capture, flatten
@@ -76,14 +76,8 @@ class TorchAdapter(BackendProtocol):
                 capture.edits = edits
             else:
                 session.without_call_tracking()
-            hooks = torch.nn.modules.module
-            # The hooks themselves pass other threads' module calls through.
-            pre_hook, post_hook = capture.module_hooks()
-            pre = hooks.register_module_forward_pre_hook(pre_hook)
-            patches.on_exit(pre.remove)
-            post = hooks.register_module_forward_hook(post_hook)
-            patches.on_exit(post.remove)
             root_is_module = isinstance(model, torch.nn.Module)
+            _report_module_calls(capture, patches, root_is_module)
             if not root_is_module:
                 session.enter(0)
             stopped = False
@@ -181,6 +175,22 @@ class TorchAdapter(BackendProtocol):
         tensor is already contiguous on the CPU."""
         flat = tensor.detach().to("cpu").contiguous().reshape(-1)
         return memoryview(flat.view(torch.uint8).numpy()).cast("B")
+
+
+def _report_module_calls(capture: Capture, patches: Patches, root_is_module: bool) -> None:
+    """Module calls reach the capture's module hooks through a bracket on each module of the
+    model's tree (``module_brackets``: global hooks would send every module call down torch's
+    slow path); a function root, whose modules are not known before the call, keeps global
+    hooks. Both pass other threads' module calls through."""
+    pre_hook, post_hook = capture.module_hooks()
+    if root_is_module and module_brackets.can_bracket(capture.modules):
+        patches.on_exit(module_brackets.install(capture.modules, pre_hook, post_hook))
+        return
+    hooks = torch.nn.modules.module
+    pre = hooks.register_module_forward_pre_hook(pre_hook)
+    patches.on_exit(pre.remove)
+    post = hooks.register_module_forward_hook(post_hook)
+    patches.on_exit(post.remove)
 
 
 def _refuse(message: str, code: str, remedy: str) -> Exception:

@@ -1,7 +1,7 @@
 """One capture of a torch model: a function mode sees every torch function, tensor method and
-operator, global module hooks give the module stack; each op goes to the core through the
-shared capture session, keyed by ids this adapter gives the tensors. Everything installed is
-removed again, also when the forward raises or is interrupted."""
+operator, brackets on the model's modules (``module_brackets``) give the module stack; each op
+goes to the core through the shared capture session, keyed by ids this adapter gives the tensors.
+Everything installed is removed again, also when the forward raises or is interrupted."""
 
 from __future__ import annotations
 
@@ -83,12 +83,14 @@ class Capture(LiveEditHost):
 
     def __init__(self, model: Any, session: CaptureSession, patches: Patches) -> None:
         self.serial = next(_SERIALS)
-        #: The thread that runs the capture (global module hooks fire on every thread).
+        #: The thread that runs the capture (the module hooks may be called on any thread).
         self.owner_thread = patches.owner_thread
         self.model = model
         self.session = session
         self.patches = patches
         self.module_ids: Dict[int, int] = {}
+        #: The modules of the model's tree, each once (what the module brackets go on).
+        self.modules: List[torch.nn.Module] = []
         self.buffer_addresses: Dict[int, str] = {}
         #: Value id → the parameter tensor (replay reads the live parameter).
         self.params: Dict[int, torch.Tensor] = {}
@@ -336,6 +338,7 @@ class Capture(LiveEditHost):
         declaration = declaration_of(self.model, walked, session.peek_value_id())
         tree = walked.tree
         modules = [tree[place][1] for place in declaration.declared_modules]
+        self.modules = modules
         self.module_ids = dict(zip(map(id, modules), range(len(modules))))
         self.addresses = dict(declaration.module_addresses)
         slots = walked.param_slots
@@ -413,15 +416,15 @@ class Capture(LiveEditHost):
         return hooks.pre, hooks.post
 
     def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        """The global forward pre-hook; global hooks fire on every thread, only the capturing
-        thread is recorded (checked here rather than in a wrapper: it runs on every module call)."""
+        """The module pre-hook (a module bracket's, or a global one for a function root); a
+        global hook fires on every thread, only the capturing thread is recorded."""
         if get_ident() != self.owner_thread:
             return
         module_id = self.module_ids.get(id(module))
         self.session.enter(self._module_id(module) if module_id is None else module_id)
 
     def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
-        """The global forward hook (see :meth:`pre_hook`)."""
+        """The module forward hook (see :meth:`pre_hook`)."""
         if get_ident() != self.owner_thread:
             return None
         module_id = self.module_ids.get(id(module))

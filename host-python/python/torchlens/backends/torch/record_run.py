@@ -100,7 +100,7 @@ class _PlannedRun:
             root_is_module = isinstance(model, torch.nn.Module)
             for module in self.calls:
                 if module is not model or root_is_module:
-                    # First among the module's hooks, as the trace's global hooks are: ops in
+                    # First among the module's hooks, as the trace's module hooks are: ops in
                     # the user's own pre-hooks count as the call's, those in forward hooks do not.
                     handles.append(module.register_forward_pre_hook(self.pre_hook, prepend=True))
                     handles.append(module.register_forward_hook(self.post_hook, prepend=True))

@@ -16,18 +16,14 @@ from typing import Callable, Dict
 
 import torch
 from measurement import interleaved
-from torch_overhead import DeepMlp, Transformer
+from torch_overhead import models as overhead_models
+
+#: The workloads of ``torch_overhead.py`` this benchmark runs.
+WORKLOADS = ("deep_mlp_50", "transformer_6", "resnet18")
 
 
 def models():
-    import torchvision
-
-    torch.manual_seed(0)
-    return [
-        ("deep_mlp_50", DeepMlp().eval(), torch.randn(8, 64)),
-        ("transformer_6", Transformer().eval(), torch.randint(0, 1000, (2, 32))),
-        ("resnet18", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 224, 224)),
-    ]
+    return [(name, model, x) for name, model, x in overhead_models() if name in WORKLOADS]
 
 
 def module_calls(model: torch.nn.Module, x: torch.Tensor) -> int:

@@ -87,6 +87,22 @@ def test_an_exception_in_the_forward_takes_every_bracket_off():
     assert len(tl.trace(Outer(), torch.randn(2, 4))) > 0
 
 
+def test_a_module_that_refuses_a_hook_leaves_no_bracket_or_hook_behind():
+    class RefusesForwardHooks(Inner):
+        def register_forward_hook(self, *args, **kwargs):
+            raise RuntimeError("this module takes no forward hook")
+
+    model = Outer()
+    model.second = RefusesForwardHooks()
+    user_hook = model.second.register_forward_pre_hook(lambda module, args: None)
+    with pytest.raises(RuntimeError, match="takes no forward hook"):
+        tl.trace(model, torch.randn(2, 4))
+    assert module_brackets.installed_count() == 0
+    assert all("forward" not in module.__dict__ for module in model.modules())
+    assert list(model.second._forward_pre_hooks) == [user_hook.id]
+    assert _global_hooks() == 0
+
+
 def test_a_module_with_hooks_of_its_own_keeps_the_order_global_hooks_gave():
     model = Outer()
     model.first.register_forward_pre_hook(lambda module, args: (args[0] * 2,))

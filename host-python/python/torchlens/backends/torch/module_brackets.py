@@ -58,10 +58,13 @@ class _Installation:
         self.handles: Tuple[Any, ...] = ()
         self.users = 0
         if module._forward_pre_hooks or module._forward_hooks:
-            self.handles = (
-                module.register_forward_pre_hook(_thread_pre_hook, prepend=True),
-                module.register_forward_hook(_thread_post_hook, prepend=True),
-            )
+            pre = module.register_forward_pre_hook(_thread_pre_hook, prepend=True)
+            try:
+                post = module.register_forward_hook(_thread_post_hook, prepend=True)
+            except BaseException:
+                pre.remove()
+                raise
+            self.handles = (pre, post)
             return
         own = module.__dict__
         self.previous = own.get("forward", _NOTHING)
@@ -117,33 +120,44 @@ def install(
     replacement output or None); returns the undo step, to run when the capture ends."""
     owner = threading.get_ident()
     installed: List[_Installation] = []
-    with _LOCK:
-        for module in modules:
-            installation = _INSTALLED.get(id(module))
-            if installation is None or installation.module is not module:
-                installation = _Installation(module)
-                _INSTALLED[id(module)] = installation
-            installation.users += 1
-            installed.append(installation)
-        _HOOKS_BY_THREAD[owner] = (pre, post)
 
     def remove() -> None:
         with _LOCK:
             _HOOKS_BY_THREAD.pop(owner, None)
-            for installation in installed:
-                installation.users -= 1
-                if installation.users == 0:
-                    _uninstall(installation)
+            _release(installed)
 
+    with _LOCK:
+        try:
+            for module in modules:
+                # An installation holds its module, so its id cannot be another module's.
+                installation = _INSTALLED.get(id(module))
+                if installation is None:
+                    installation = _Installation(module)
+                    _INSTALLED[id(module)] = installation
+                installation.users += 1
+                installed.append(installation)
+        except BaseException:
+            # Nothing stays half-installed: what went in comes off before the error propagates.
+            _release(installed)
+            raise
+        _HOOKS_BY_THREAD[owner] = (pre, post)
     return remove
+
+
+def _release(installed: List[_Installation]) -> None:
+    """One capture stops using these installations (called holding the lock); the last user of
+    each takes it off."""
+    for installation in installed:
+        installation.users -= 1
+        if installation.users == 0:
+            _uninstall(installation)
 
 
 def _uninstall(installation: _Installation) -> None:
     """Takes the hooks off, or gives the module back what its ``__dict__`` held, unless something
     replaced the bracket since (then that stays)."""
     module = installation.module
-    if _INSTALLED.get(id(module)) is installation:
-        del _INSTALLED[id(module)]
+    del _INSTALLED[id(module)]
     for handle in installation.handles:
         handle.remove()
     if installation.bracket is None:
@@ -158,6 +172,7 @@ def _uninstall(installation: _Installation) -> None:
 
 
 def installed_count() -> int:
-    """How many modules carry a bracket now (zero when no capture runs)."""
+    """How many modules carry a bracket or the capture's prepended hooks now (zero when no
+    capture runs)."""
     with _LOCK:
         return len(_INSTALLED)

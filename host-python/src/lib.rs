@@ -7,11 +7,13 @@
 //! - [`errors`]: core errors raised as the typed exceptions of `torchlens.errors`.
 //! - [`held_op`]: the hot path of a full torch capture, one call per op.
 //! - [`module_hooks`]: that capture's global module hooks, called by torch with no Python frame.
+//! - [`module_bracket`]: a module's bracketed `forward`, reporting its calls with no Python frame.
 
 mod convert;
 mod engine;
 mod errors;
 mod held_op;
+mod module_bracket;
 mod module_hooks;
 mod session;
 mod trace;
@@ -26,6 +28,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<session::PreparedEvents>()?;
     module.add_class::<held_op::HeldOpRecorder>()?;
     module.add_class::<module_hooks::ModuleCallHooks>()?;
+    module.add_class::<module_bracket::ModuleBracket>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
     module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;

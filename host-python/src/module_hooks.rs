@@ -96,7 +96,7 @@ impl ModuleCallHooks {
     }
 
     /// The global forward pre-hook.
-    fn pre(
+    pub(crate) fn pre(
         &self,
         py: Python<'_>,
         module: &Bound<'_, PyAny>,
@@ -114,7 +114,7 @@ impl ModuleCallHooks {
     }
 
     /// The global forward hook; returns None (the module's output stands).
-    fn post(
+    pub(crate) fn post(
         &self,
         py: Python<'_>,
         module: &Bound<'_, PyAny>,

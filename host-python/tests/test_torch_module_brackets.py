@@ -161,3 +161,45 @@ def test_a_function_root_keeps_global_hooks_for_the_modules_it_calls():
     modules = [op.module for op in trace if op.func_name == "linear"]
     assert len(modules) == 1 and modules[0] != "self"
     assert _global_hooks() == 0 and "forward" not in layer.__dict__
+
+
+def test_on_the_native_host_the_bracket_is_native_and_reports_the_same_calls():
+    """The native host brackets with ``_native.ModuleBracket`` (no Python frame per module
+    call); the pure host with the Python bracket, which stays the definition. Either way
+    keyword arguments reach the forward, a signature is read through the bracket, and the
+    trace's module calls are the same."""
+    import inspect
+
+    from torchlens._hosts import active
+
+    class Keyworded(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x, *, scale=1.0):
+            return self.inner(x) * scale
+
+    seen = {}
+
+    class Root(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = Keyworded()
+
+        def forward(self, x):
+            bracket = self.body.__dict__.get("forward")
+            if bracket is not None:  # during a capture
+                seen["kind"] = type(bracket).__name__
+                seen["parameters"] = list(inspect.signature(bracket).parameters)
+            return self.body(x, scale=2.0)
+
+    model = Root()
+    x = torch.randn(2, 4)
+    trace = tl.trace(model, x)
+    assert seen["kind"] == ("ModuleBracket" if active().name == "native" else "function")
+    assert seen["parameters"] == ["x", "scale"]
+    assert torch.equal(trace.output, model(x))
+    assert [op.module for op in trace if op.func_name == "linear"] == ["body.inner.fc:1"]
+    assert [op.module for op in trace if op.func_name in ("__mul__", "mul")] == ["body:1"]
+    assert module_brackets.installed_count() == 0

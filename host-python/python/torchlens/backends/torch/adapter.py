@@ -182,9 +182,9 @@ def _report_module_calls(capture: Capture, patches: Patches, root_is_module: boo
     model's tree (``module_brackets``: global hooks would send every module call down torch's
     slow path); a function root, whose modules are not known before the call, keeps global
     hooks. Both pass other threads' module calls through."""
-    pre_hook, post_hook = capture.module_hooks()
+    pre_hook, post_hook, native_hooks = capture.module_hooks()
     if root_is_module and module_brackets.can_bracket(capture.modules):
-        patches.on_exit(module_brackets.install(capture.modules, pre_hook, post_hook))
+        patches.on_exit(module_brackets.install(capture.modules, pre_hook, post_hook, native_hooks))
         return
     hooks = torch.nn.modules.module
     pre = hooks.register_module_forward_pre_hook(pre_hook)

@@ -395,13 +395,14 @@ class Capture(LiveEditHost):
             self.session.module(module_id, [address], type(module).__name__, False, module.training)
         return module_id
 
-    def module_hooks(self) -> Tuple[Callable[..., Any], Callable[..., Any]]:
-        """The global forward pre-hook and forward hook to register: the native host's
-        (``_native.ModuleCallHooks``, see ``host-python/src/module_hooks.rs``) when ops are
-        recorded in one call each and no live edit reads module outputs, else :meth:`pre_hook`
-        and :meth:`post_hook` (which the native ones hand every call they do not handle)."""
+    def module_hooks(self) -> Tuple[Callable[..., Any], Callable[..., Any], Any]:
+        """The module pre-hook and forward hook, and the native object they belong to: the
+        native host's (``_native.ModuleCallHooks``, see ``host-python/src/module_hooks.rs``)
+        when ops are recorded in one call each and no live edit reads module outputs, else
+        :meth:`pre_hook` and :meth:`post_hook` (which the native ones hand every call they do not
+        handle) and None."""
         if self.held_recorder is None or self.edits is not None:
-            return self.pre_hook, self.post_hook
+            return self.pre_hook, self.post_hook, None
         from torchlens import _native
 
         hooks = _native.ModuleCallHooks(
@@ -413,7 +414,7 @@ class Capture(LiveEditHost):
             self.pre_hook,
             self.post_hook,
         )
-        return hooks.pre, hooks.post
+        return hooks.pre, hooks.post, hooks
 
     def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
         """The module pre-hook (a module bracket's, or a global one for a function root); a

@@ -30,13 +30,16 @@ bracket: code inside the forward that pickles or deep-copies the model sees it t
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import torch
 
-#: Thread ident → (the capture's pre hook, its post hook) while the thread captures.
-_HOOKS_BY_THREAD: Dict[int, Tuple[Callable[..., Any], Callable[..., Any]]] = {}
+#: Thread ident → (the capture's pre hook, its post hook, the native ``ModuleCallHooks`` they
+#: belong to or None) while the thread captures. The native bracket calls a ``ModuleCallHooks``
+#: directly; the Python bracket calls the two hooks.
+_HOOKS_BY_THREAD: Dict[int, Tuple[Callable[..., Any], Callable[..., Any], Any]] = {}
 
 #: ``id(module)`` → the installation on it.
 _INSTALLED: Dict[int, _Installation] = {}
@@ -51,7 +54,7 @@ class _Installation:
 
     __slots__ = ("module", "bracket", "previous", "handles", "users")
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    def __init__(self, module: torch.nn.Module, native: bool) -> None:
         self.module = module
         self.bracket: Any = None
         self.previous: Any = _NOTHING
@@ -68,7 +71,7 @@ class _Installation:
             return
         own = module.__dict__
         self.previous = own.get("forward", _NOTHING)
-        self.bracket = _bracket_for(module, module.forward)
+        self.bracket = _bracket_for(module, module.forward, native)
         own["forward"] = self.bracket
 
 
@@ -85,8 +88,21 @@ def _thread_post_hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
     return hooks[1](module, args, output)
 
 
-def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any]) -> Callable[..., Any]:
-    """The bracket of one module around its ``forward`` (read before the bracket went in)."""
+@functools.cache
+def _native_bracket_class() -> Any:
+    from torchlens._native import ModuleBracket
+
+    return ModuleBracket
+
+
+def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any], native: bool) -> Callable[..., Any]:
+    """The bracket of one module around its ``forward`` (read before the bracket went in).
+    ``native``: the native extension's (``_native.ModuleBracket``, see
+    ``host-python/src/module_bracket.rs``), which does what this definition does with no Python
+    frame; asked for by a capture whose hooks are native, so the pure host keeps running this
+    one. Either serves every capture that shares the module later."""
+    if native:
+        return _native_bracket_class()(module, forward, _HOOKS_BY_THREAD)
     hooks_by_thread = _HOOKS_BY_THREAD
     thread_ident = threading.get_ident
 
@@ -94,7 +110,7 @@ def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any]) -> Callab
         hooks = hooks_by_thread.get(thread_ident())
         if hooks is None:
             return forward(*args, **kwargs)
-        pre, post = hooks
+        pre, post, _ = hooks
         pre(module, args)
         output = forward(*args, **kwargs)
         replaced = post(module, args, output)
@@ -114,10 +130,13 @@ def install(
     modules: Sequence[torch.nn.Module],
     pre: Callable[..., Any],
     post: Callable[..., Any],
+    native_hooks: Any = None,
 ) -> Callable[[], None]:
     """Brackets ``modules`` for the calling thread's capture, whose module hooks are ``pre``
     (``pre(module, args)``) and ``post`` (``post(module, args, output)``, returning a
-    replacement output or None); returns the undo step, to run when the capture ends."""
+    replacement output or None); ``native_hooks``, when given, is the ``_native.ModuleCallHooks``
+    whose methods ``pre`` and ``post`` are (a native bracket then calls it directly). Returns
+    the undo step, to run when the capture ends."""
     owner = threading.get_ident()
     installed: List[_Installation] = []
 
@@ -132,7 +151,7 @@ def install(
                 # An installation holds its module, so its id cannot be another module's.
                 installation = _INSTALLED.get(id(module))
                 if installation is None:
-                    installation = _Installation(module)
+                    installation = _Installation(module, native_hooks is not None)
                     _INSTALLED[id(module)] = installation
                 installation.users += 1
                 installed.append(installation)
@@ -140,7 +159,7 @@ def install(
             # Nothing stays half-installed: what went in comes off before the error propagates.
             _release(installed)
             raise
-        _HOOKS_BY_THREAD[owner] = (pre, post)
+        _HOOKS_BY_THREAD[owner] = (pre, post, native_hooks)
     return remove
 
 

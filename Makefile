@@ -138,7 +138,8 @@ benchmark-record: python-package
 	$(PYTHON) benchmarks/torch_record.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
 
 ## benchmark-module-calls: a torch trace with module calls reported by brackets on the model's
-## modules against global forward hooks, each against a plain forward, in turns (not in `test`).
+## modules (native, and the Python bracket) against global forward hooks, each against a plain
+## forward, in turns (not in `test`).
 benchmark-module-calls: python-package
 	$(PYTHON) benchmarks/torch_module_calls.py
 

@@ -1,12 +1,14 @@
 """What reporting module calls costs a torch trace: brackets on the model's modules (what a
-capture uses) against global forward hooks (what it used before), against a plain forward, in
-turns in one process.
+capture uses; on the native host the native bracket) against the Python bracket and against
+global forward hooks (what it used before), against a plain forward, in turns in one process.
 
     python benchmarks/torch_module_calls.py [--repeats N]
 
 Global hooks are forced by making ``module_brackets.can_bracket`` answer False, which is the
-path a function root takes. Torch runs on one thread, as in the other benchmark scripts. The
-trace's ops and module calls are the same either way (``test_torch_module_brackets.py``).
+path a function root takes; the Python bracket by making ``module_brackets._bracket_for`` build
+it whatever the capture asked for (the pure host's bracket, and that of a capture with live
+edits). Torch runs on one thread, as in the other benchmark scripts. The trace's ops and module
+calls are the same every way (``test_torch_module_brackets.py``).
 """
 
 from __future__ import annotations
@@ -37,20 +39,30 @@ def module_calls(model: torch.nn.Module, x: torch.Tensor) -> int:
     return len(calls)
 
 
-def traced_with(brackets: bool, model: torch.nn.Module, x: torch.Tensor) -> Callable[[], object]:
+def traced_with(reporting: str, model: torch.nn.Module, x: torch.Tensor) -> Callable[[], object]:
+    """A trace of ``model`` whose module calls are reported by ``reporting``: ``brackets`` (what
+    a capture chooses), ``python brackets`` or ``hooks``."""
     import torchlens as tl
     from torchlens.backends.torch import module_brackets
 
     bracketing = module_brackets.can_bracket
+    bracket_for = module_brackets._bracket_for
+
+    def python_bracket(module, forward, native):
+        return bracket_for(module, forward, False)
 
     def run() -> object:
-        if brackets:
+        if reporting == "brackets":
             return tl.trace(model, x)
-        module_brackets.can_bracket = lambda modules: False
+        if reporting == "python brackets":
+            module_brackets._bracket_for = python_bracket
+        else:
+            module_brackets.can_bracket = lambda modules: False
         try:
             return tl.trace(model, x)
         finally:
             module_brackets.can_bracket = bracketing
+            module_brackets._bracket_for = bracket_for
 
     return run
 
@@ -60,25 +72,31 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     options = parser.parse_args()
     torch.set_num_threads(1)
-    print("| model | module calls | plain ms | global hooks × plain | brackets × plain | saved per call µs |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| model | module calls | plain ms | global hooks × plain | Python brackets × plain "
+        "| brackets × plain | saved per call against hooks µs | against Python brackets µs |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, model, x in models():
         with torch.no_grad():
             calls = module_calls(model, x)
-            once = traced_with(True, model, x)
+            once = traced_with("brackets", model, x)
             once()
             block = max(1, int(0.05 / max(_seconds(once), 1e-6)))
             runs: Dict[str, Callable[[], object]] = {
                 "plain": lambda model=model, x=x: model(x),
-                "hooks": traced_with(False, model, x),
-                "brackets": traced_with(True, model, x),
+                "hooks": traced_with("hooks", model, x),
+                "python brackets": traced_with("python brackets", model, x),
+                "brackets": traced_with("brackets", model, x),
             }
             times = interleaved(runs, options.repeats, block)
         plain = times["plain"]
-        saved = (times["hooks"] - times["brackets"]) / calls * 1e6
+        against_hooks = (times["hooks"] - times["brackets"]) / calls * 1e6
+        against_python = (times["python brackets"] - times["brackets"]) / calls * 1e6
         print(
             f"| {name} | {calls} | {plain * 1e3:.2f} | {times['hooks'] / plain:.3f} | "
-            f"{times['brackets'] / plain:.3f} | {saved:.1f} |"
+            f"{times['python brackets'] / plain:.3f} | {times['brackets'] / plain:.3f} | "
+            f"{against_hooks:.1f} | {against_python:.1f} |"
         )
 
 

@@ -2,9 +2,10 @@
 //!
 //! When every op output is held in memory (`save="all"`, no streaming) and no live edit or
 //! gradient capture watches the op, recording an op is mechanical: find the user's line that
-//! called it, name each tensor argument by the value id the capture pinned it under, build the
-//! replay templates, pin and hold each output (a detached alias, its version counter noted),
-//! store its replay record, append the op event and count it in the session.
+//! called it, name each tensor argument by the value id the capture pinned it under, pin and
+//! hold each output (a detached alias, its version counter noted), keep the op's replay facts
+//! (made into replay records only when replay reads them: `pending_replays`), append the op
+//! event and count it in the session.
 //! [`HeldOpRecorder::record`], called by the function mode right after the op ran, does all of
 //! it here instead of in Python bytecode, which on small models cost about as much as the ops
 //! themselves. It touches only the capture's own Python objects (handed over once), so the
@@ -27,6 +28,7 @@ use smallvec::SmallVec;
 use torchlens_schema::dtype::Dtype;
 use torchlens_schema::events::{ArgRef, OpEvent, RawEvent, SourceLocation, TensorDesc};
 
+use crate::pending_replays::{Argument, PendingOp, PendingReplays};
 use crate::session::Session;
 
 /// Code objects whose skip decision is remembered before the memory starts over (as
@@ -48,21 +50,16 @@ pub struct HeldOpRecorder {
     tensor_type: Py<PyAny>,
     /// `id(tensor)` → `(tensor, value id)`.
     pinned: Py<PyDict>,
-    /// Value id → parameter (a parameter argument is a `ParamRef` in templates).
-    params: Py<PyDict>,
     /// Value id → the held value.
     payloads: Py<PyDict>,
     /// Value id → version counter of the held value when it was taken.
     versions: Py<PyDict>,
     /// Value ids held since the in-place index was last brought up to date.
     unindexed: Py<PyList>,
-    /// Value id → its `ReplayRecord`.
-    replays: Py<PyDict>,
+    /// The ops' replay facts, kept until replay asks for the records (`pending_replays`).
+    replays: Py<PendingReplays>,
     /// torch dtype → neutral dtype name.
     dtype_names: Py<PyDict>,
-    value_ref: Py<PyAny>,
-    param_ref: Py<PyAny>,
-    replay_record: Py<PyAny>,
     /// The capture's `_reference(tensor) -> (value id, reference)`, for tensors not pinned.
     python_reference: Py<PyAny>,
     /// The capture's `protect(target)`: copies what an in-place op is about to overwrite.
@@ -97,15 +94,11 @@ impl HeldOpRecorder {
         capture_session: Py<PyAny>,
         tensor_type: Py<PyAny>,
         pinned: Py<PyDict>,
-        params: Py<PyDict>,
         payloads: Py<PyDict>,
         versions: Py<PyDict>,
         unindexed: Py<PyList>,
-        replays: Py<PyDict>,
+        replays: Py<PendingReplays>,
         dtype_names: Py<PyDict>,
-        value_ref: Py<PyAny>,
-        param_ref: Py<PyAny>,
-        replay_record: Py<PyAny>,
         python_reference: Py<PyAny>,
         protect: Py<PyAny>,
         python_record: Py<PyAny>,
@@ -118,15 +111,11 @@ impl HeldOpRecorder {
             capture_session,
             tensor_type,
             pinned,
-            params,
             payloads,
             versions,
             unindexed,
             replays,
             dtype_names,
-            value_ref,
-            param_ref,
-            replay_record,
             python_reference,
             protect,
             python_record,
@@ -148,15 +137,11 @@ impl HeldOpRecorder {
         visit.call(&self.capture_session)?;
         visit.call(&self.tensor_type)?;
         visit.call(&self.pinned)?;
-        visit.call(&self.params)?;
         visit.call(&self.payloads)?;
         visit.call(&self.versions)?;
         visit.call(&self.unindexed)?;
         visit.call(&self.replays)?;
         visit.call(&self.dtype_names)?;
-        visit.call(&self.value_ref)?;
-        visit.call(&self.param_ref)?;
-        visit.call(&self.replay_record)?;
         visit.call(&self.python_reference)?;
         visit.call(&self.protect)?;
         visit.call(&self.python_record)?;
@@ -303,44 +288,33 @@ impl HeldOpRecorder {
         Ok(Some(true))
     }
 
-    /// The value id and replay reference of a tensor argument: a pinned one here, any other
-    /// from the capture's own `_reference` (which declares a buffer or constant the first time
-    /// an op reads it, as the Python path would at this point).
-    fn reference<'py>(
-        &self,
-        py: Python<'py>,
-        tensor: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<(u64, Bound<'py, PyAny>)>> {
+    /// The value id of a tensor argument: a pinned one's here, any other's from the capture's
+    /// own `_reference` (which declares a buffer or constant the first time an op reads it, as
+    /// the Python path would at this point).
+    fn value_id_of(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<u64> {
         let key = tensor.as_ptr() as usize;
         let Some(entry) = self.pinned.bind(py).get_item(key)? else {
-            let (value_id, reference): (u64, Bound<'py, PyAny>) =
+            let (value_id, _reference): (u64, Bound<'_, PyAny>) =
                 self.python_reference.bind(py).call1((tensor,))?.extract()?;
-            return Ok(Some((value_id, reference)));
+            return Ok(value_id);
         };
-        let value_id: u64 = entry.cast::<PyTuple>()?.get_item(1)?.extract()?;
-        let class = if self.params.bind(py).contains(value_id)? {
-            &self.param_ref
-        } else {
-            &self.value_ref
-        };
-        Ok(Some((value_id, class.bind(py).call1((value_id,))?)))
+        entry.cast::<PyTuple>()?.get_item(1)?.extract()
     }
 
-    /// One argument's replay template (a tensor becomes its reference and a parent edge); None
-    /// when the hot path cannot template it.
-    fn template_of<'py>(
+    /// One argument as its replay template keeps it (a tensor becomes its value id and a
+    /// parent edge); None when the hot path cannot template it.
+    fn template_of(
         &self,
-        py: Python<'py>,
-        argument: &Bound<'py, PyAny>,
+        py: Python<'_>,
+        argument: &Bound<'_, PyAny>,
         position: u32,
         parents: &mut Parents,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    ) -> PyResult<Option<Argument>> {
         let tensor_type = self.tensor_type.bind(py);
         if argument.is_instance(tensor_type)? {
-            return Ok(self.reference(py, argument)?.map(|(value_id, reference)| {
-                parents.push((value_id, position));
-                reference
-            }));
+            let value_id = self.value_id_of(py, argument)?;
+            parents.push((value_id, position));
+            return Ok(Some(Argument::Tensor(value_id)));
         }
         if argument.is_instance_of::<PyTuple>() || argument.is_instance_of::<PyList>() {
             for item in argument.try_iter()? {
@@ -349,7 +323,7 @@ impl HeldOpRecorder {
                 }
             }
         }
-        Ok(Some(argument.clone()))
+        Ok(Some(Argument::Value(argument.clone().unbind())))
     }
 
     /// How the trace names `func` and whether it writes in place (`naming.describe`, asked
@@ -476,12 +450,12 @@ impl HeldOpRecorder {
             template.push(item);
             position += 1;
         }
-        let keyword_template = PyDict::new(py);
+        let mut keyword_template = Vec::with_capacity(kwargs.len());
         for (key, argument) in kwargs.iter() {
             let Some(item) = self.template_of(py, &argument, position, &mut parents)? else {
                 return Ok(None);
             };
-            keyword_template.set_item(key, item)?;
+            keyword_template.push((key.unbind(), item));
             position += 1;
         }
         // Every output's description before anything is changed.
@@ -494,20 +468,17 @@ impl HeldOpRecorder {
             let shape: Vec<u64> = result.getattr(intern!(py, "shape"))?.extract()?;
             described.push((result, shape, dtype_name.extract::<String>()?));
         }
-        let template = PyTuple::new(py, template)?;
         let pinned = self.pinned.bind(py);
         let payloads = self.payloads.bind(py);
         let versions = self.versions.bind(py);
         let unindexed = self.unindexed.bind(py);
-        let replays = self.replays.bind(py);
-        let replay_record = self.replay_record.bind(py);
         let mut outputs = SmallVec::new();
         // Read after the templates: naming a buffer or constant there takes an id too.
         let first_value_id: u64 = capture_session
             .getattr(intern!(py, "_next_value"))?
             .extract()?;
         let mut value_id = first_value_id;
-        for (index, (result, shape, dtype_name)) in described.into_iter().enumerate() {
+        for (result, shape, dtype_name) in described {
             pinned.set_item(result.as_ptr() as usize, (&result, value_id))?;
             // The model's own tensor is held; detached only when it carries autograd history.
             let mut kept = if result.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
@@ -527,10 +498,6 @@ impl HeldOpRecorder {
                 Err(error) => return Err(error),
             }
             payloads.set_item(value_id, kept)?;
-            let output_index = if multiple { Some(index) } else { None };
-            let record =
-                replay_record.call1((func, name, &template, &keyword_template, output_index))?;
-            replays.set_item(value_id, record)?;
             outputs.push(TensorDesc {
                 tensor: value_id,
                 shape: shape.into(),
@@ -539,6 +506,15 @@ impl HeldOpRecorder {
             });
             value_id += 1;
         }
+        self.replays.bind(py).try_borrow_mut()?.push(PendingOp {
+            func: func.clone().unbind(),
+            name: name.to_owned(),
+            args: template,
+            keywords: keyword_template,
+            first_value: first_value_id,
+            outputs: value_id - first_value_id,
+            multiple,
+        });
         let event = RawEvent::Op(OpEvent {
             func: name.to_owned(),
             args: parents

@@ -7,6 +7,7 @@
 //! - [`errors`]: core errors raised as the typed exceptions of `torchlens.errors`.
 //! - [`held_op`]: the hot path of a full torch capture, one call per op.
 //! - [`module_hooks`]: that capture's global module hooks, called by torch with no Python frame.
+//! - [`pending_replays`]: that capture's replay records, made only when replay reads them.
 //! - [`module_bracket`]: a module's bracketed `forward`, reporting its calls with no Python frame.
 
 mod convert;
@@ -15,6 +16,7 @@ mod errors;
 mod held_op;
 mod module_bracket;
 mod module_hooks;
+mod pending_replays;
 mod session;
 mod trace;
 
@@ -29,6 +31,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<held_op::HeldOpRecorder>()?;
     module.add_class::<module_hooks::ModuleCallHooks>()?;
     module.add_class::<module_bracket::ModuleBracket>()?;
+    module.add_class::<pending_replays::PendingReplays>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
     module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;

@@ -15,6 +15,7 @@ from torch import nn
 
 import torchlens as tl
 from torchlens._core import versions
+from torchlens.adapter_kit.replay import ValueRef
 from torchlens.backends.torch import capture as capture_module
 from torchlens.backends.torch.capture import Capture
 
@@ -83,6 +84,31 @@ def _module_facts(trace):
     ]
 
 
+def _template(item):
+    """A replay template's item as comparable data: a reference by its kind and value id."""
+    if isinstance(item, ValueRef):
+        return (type(item).__name__, item.value)
+    if isinstance(item, (tuple, list)):
+        return type(item)([_template(part) for part in item])
+    if isinstance(item, dict):
+        return {key: _template(part) for key, part in item.items()}
+    return item
+
+
+def _replay_facts(trace):
+    records = trace._runtime.records
+    return {
+        value_id: (
+            record.call,
+            record.func_name,
+            record.output_index,
+            _template(record.args),
+            _template(record.kwargs),
+        )
+        for value_id, record in sorted(records.items())
+    }
+
+
 CASES = [*battery(), ("mixed", _Mixed().eval(), torch.randn(3, 6))]
 
 
@@ -95,6 +121,12 @@ def test_the_one_call_path_records_what_the_python_path_records(name, model, x, 
         assert recorded > 0, "the native host recorded no op in one call"
     assert _facts(fast) == _facts(slow)
     assert _module_facts(fast) == _module_facts(slow)
+    pending = fast._runtime.records.pending
+    if NATIVE_HOST:
+        # The one-call path keeps its ops' replay facts until replay reads them.
+        assert pending is not None and len(pending) > 0
+    assert _replay_facts(fast) == _replay_facts(slow)
+    assert pending is None or len(pending) == 0
     for fast_op, slow_op in zip(fast.ops, slow.ops):
         if slow_op.saved:
             assert fast_op.saved and torch.equal(fast_op.value, slow_op.value), fast_op.label

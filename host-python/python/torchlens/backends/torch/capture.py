@@ -25,6 +25,7 @@ from torchlens.adapter_kit.structures import named_arrays, substitute
 from .dtypes import NAMES, name_of
 from .model_declaration import WalkedModel, declaration_of
 from .naming import describe
+from .replay_records import ReplayRecords
 
 #: Attribute that carries ``{capture serial: value id}`` on a tensor while captures run. Keyed by
 #: serial so that captures on several threads can tag one shared tensor (a parameter, an input)
@@ -104,8 +105,9 @@ class Capture(LiveEditHost):
         self.holding = False
         #: Version counter of each uncopied payload when it was captured.
         self.versions: Dict[int, int] = {}
-        #: Value id → how replay re-runs the op that produced it.
-        self.replays: Dict[int, ReplayRecord] = {}
+        #: Value id → how replay re-runs the op that produced it (the native recorder's records
+        #: are made when first read, see :mod:`.replay_records`).
+        self.replays = ReplayRecords()
         #: Module id → its primary address (what a RecordContext's module stack names).
         self.addresses: Dict[int, str] = {}
         #: The live edits of ``intervene=`` / ``stop_after=`` (None without rules).
@@ -144,25 +146,22 @@ class Capture(LiveEditHost):
         if not (self.holds_every_output and self.pin_outputs):
             return None
         try:
-            from torchlens._native import HeldOpRecorder, Session
+            from torchlens._native import HeldOpRecorder, PendingReplays, Session
         except ImportError:
             return None  # the pure wheel: no extension
         if not isinstance(native, Session):
             return None  # the wasmtime-py host
+        self.replays.pending = PendingReplays(self.params, ValueRef, ParamRef, ReplayRecord)
         return HeldOpRecorder(
             native,
             self.session,
             torch.Tensor,
             self.pinned,
-            self.params,
             self.session.payloads,
             self.versions,
             self._unindexed,
-            self.replays,
+            self.replays.pending,
             NAMES,
-            ValueRef,
-            ParamRef,
-            ReplayRecord,
             self._reference,
             self.protect,
             self.record,

@@ -1,0 +1,153 @@
+//! Replay records of a full torch capture, kept as Rust data until replay asks for them.
+//!
+//! Every value a capture records gets a `ReplayRecord` (how to re-run the op that produced it:
+//! the callable, and its arguments with each tensor named by its value id as a `ValueRef` or
+//! `ParamRef`). Replay reads them only when a trace is validated or forked, yet making them as
+//! Python objects cost every op a record, a reference per tensor argument, a tuple and a dict.
+//! The native recorder (`held_op`) keeps instead, per op, the callable, its name, the
+//! arguments that are not tensors and the value ids of those that are; [`PendingReplays::fill`]
+//! makes the same Python objects the Python path makes (`Capture.record`,
+//! `adapter_kit/replay.py`'s `argument_template`) the first time anything reads the records
+//! (`backends/torch/replay_records.py`).
+
+use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
+use pyo3::types::{PyDict, PyTuple};
+
+/// One argument of a recorded op: a value passed as it is, or a tensor named by its value id.
+pub enum Argument {
+    /// Anything that is not a tensor (held as the op received it, as the template holds it).
+    Value(Py<PyAny>),
+    /// A tensor: the value id the capture gave it.
+    Tensor(u64),
+}
+
+/// One recorded op's replay facts.
+pub struct PendingOp {
+    pub func: Py<PyAny>,
+    pub name: String,
+    pub args: Vec<Argument>,
+    pub keywords: Vec<(Py<PyAny>, Argument)>,
+    /// The value id of its first output; the others follow in order.
+    pub first_value: u64,
+    pub outputs: u64,
+    /// Whether the op returned several tensors (each record then names its output's index).
+    pub multiple: bool,
+}
+
+/// The replay records of one capture not made yet (see the module docs).
+#[pyclass(module = "torchlens._native")]
+pub struct PendingReplays {
+    ops: Vec<PendingOp>,
+    /// Value id → parameter (a parameter argument is a `ParamRef`, any other a `ValueRef`).
+    params: Py<PyDict>,
+    value_ref: Py<PyAny>,
+    param_ref: Py<PyAny>,
+    replay_record: Py<PyAny>,
+}
+
+impl PendingReplays {
+    /// Keeps one op's facts.
+    pub fn push(&mut self, op: PendingOp) {
+        self.ops.push(op);
+    }
+
+    fn reference<'py>(&self, py: Python<'py>, value: u64) -> PyResult<Bound<'py, PyAny>> {
+        let class = if self.params.bind(py).contains(value)? {
+            &self.param_ref
+        } else {
+            &self.value_ref
+        };
+        class.bind(py).call1((value,))
+    }
+
+    fn argument<'py>(&self, py: Python<'py>, argument: &Argument) -> PyResult<Bound<'py, PyAny>> {
+        match argument {
+            Argument::Value(value) => Ok(value.bind(py).clone()),
+            Argument::Tensor(value) => self.reference(py, *value),
+        }
+    }
+}
+
+#[pymethods]
+impl PendingReplays {
+    #[new]
+    fn new(
+        params: Py<PyDict>,
+        value_ref: Py<PyAny>,
+        param_ref: Py<PyAny>,
+        replay_record: Py<PyAny>,
+    ) -> Self {
+        Self {
+            ops: Vec::new(),
+            params,
+            value_ref,
+            param_ref,
+            replay_record,
+        }
+    }
+
+    /// The Python objects held, for the cyclic collector.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.params)?;
+        visit.call(&self.value_ref)?;
+        visit.call(&self.param_ref)?;
+        visit.call(&self.replay_record)?;
+        for op in &self.ops {
+            visit.call(&op.func)?;
+            for argument in op
+                .args
+                .iter()
+                .chain(op.keywords.iter().map(|(_, value)| value))
+            {
+                if let Argument::Value(value) = argument {
+                    visit.call(value)?;
+                }
+            }
+            for (key, _) in &op.keywords {
+                visit.call(key)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.ops.clear();
+    }
+
+    /// How many ops wait for their records.
+    fn __len__(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Makes every pending op's records and puts them in `records` (value id → `ReplayRecord`),
+    /// as the Python path would have when the op ran; nothing is pending afterwards.
+    fn fill(&mut self, py: Python<'_>, records: &Bound<'_, PyDict>) -> PyResult<()> {
+        let replay_record = self.replay_record.bind(py);
+        for op in &self.ops {
+            let template = op
+                .args
+                .iter()
+                .map(|argument| self.argument(py, argument))
+                .collect::<PyResult<Vec<_>>>()?;
+            let template = PyTuple::new(py, template)?;
+            let keyword_template = PyDict::new(py);
+            for (key, argument) in &op.keywords {
+                keyword_template.set_item(key, self.argument(py, argument)?)?;
+            }
+            for index in 0..op.outputs {
+                let output_index = if op.multiple { Some(index) } else { None };
+                let record = replay_record.call1((
+                    &op.func,
+                    op.name.as_str(),
+                    &template,
+                    &keyword_template,
+                    output_index,
+                ))?;
+                records.set_item(op.first_value + index, record)?;
+            }
+        }
+        self.ops.clear();
+        Ok(())
+    }
+}

@@ -71,26 +71,18 @@ impl ModuleBracket {
         let hooks = hooks.cast::<PyTuple>()?;
         let module = self.module.bind(py);
         let native = hooks.get_item(2)?;
-        let replaced = if let Ok(native) = native.cast::<ModuleCallHooks>() {
+        let (output, replaced) = if let Ok(native) = native.cast::<ModuleCallHooks>() {
             let native = native.get();
             native.pre(py, module, args.as_any())?;
             let output = forward.call(args, kwargs)?;
-            let replaced = native
-                .post(py, module, args.as_any(), &output)?
-                .into_bound(py);
-            if replaced.is_none() {
-                return Ok(output);
-            }
-            replaced
+            let replaced = native.post(py, module, args.as_any(), &output)?;
+            (output, replaced.into_bound(py))
         } else {
             hooks.get_item(0)?.call1((module, args))?;
             let output = forward.call(args, kwargs)?;
             let replaced = hooks.get_item(1)?.call1((module, args, &output))?;
-            if replaced.is_none() {
-                return Ok(output);
-            }
-            replaced
+            (output, replaced)
         };
-        Ok(replaced)
+        Ok(if replaced.is_none() { output } else { replaced })
     }
 }

@@ -141,7 +141,8 @@ class Capture(LiveEditHost):
     def _held_recorder(self) -> Any:
         """The native host's recorder of this capture's ops (``_native.HeldOpRecorder``, see
         ``host-python/src/held_op.rs``) when every output is held; None otherwise (and on the
-        wasmtime-py host)."""
+        wasmtime-py host). With a recorder, ``replays`` gets the store where it keeps its ops'
+        replay facts until they are read (``_native.PendingReplays``)."""
         native = self.session.native
         if not (self.holds_every_output and self.pin_outputs):
             return None

@@ -146,9 +146,12 @@ impl TraceBuilder {
     pub fn ingest_postcard(&mut self, bytes: &[u8]) -> CoreResult<()> {
         let stream = EventStream::new(bytes)?;
         // Most events are ops; reserving up front avoids re-copying a large op table as it grows.
-        self.trace
-            .ops
-            .reserve((stream.len_hint() as usize).min(bytes.len() / 8));
+        let hint = (stream.len_hint() as usize).min(bytes.len() / 8);
+        self.trace.ops.reserve(hint);
+        // Each op event adds about one value and one site: sized once instead of rehashed as
+        // they grow.
+        self.producers.reserve(hint);
+        self.site_layers.reserve(hint);
         for event in stream {
             self.ingest_one(event?)?;
         }
@@ -459,9 +462,17 @@ impl TraceBuilder {
             }
         }
         let op_type = self.trace.func_names[site.func as usize].op_type.clone();
-        let counter = self.type_counters.entry(op_type.clone()).or_insert(0);
-        *counter += 1;
-        let type_index = *counter;
+        // Looked up by reference first: a new layer of a known type allocates no key.
+        let type_index = match self.type_counters.get_mut(op_type.as_str()) {
+            Some(counter) => {
+                *counter += 1;
+                *counter
+            }
+            None => {
+                self.type_counters.insert(op_type.clone(), 1);
+                1
+            }
+        };
         let step_index = self.trace.layers.len() as u32 + 1;
         let layer = self.trace.layers.len() as u32;
         self.trace.layers.push(Layer {

@@ -35,10 +35,34 @@ pub fn op_type(func_name: &str) -> String {
 /// A layer label: `{type}_{typeIndex}_{stepIndex}` for computing ops, `{type}_{typeIndex}` for
 /// inputs, outputs, buffers and constants.
 pub fn layer_label(op_type: &str, type_index: u32, step_index: u32, boundary: bool) -> String {
-    if boundary {
-        format!("{op_type}_{type_index}")
-    } else {
-        format!("{op_type}_{type_index}_{step_index}")
+    // Built by hand: one label per layer is made while a capture is ingested, and `format!`
+    // costs several times the allocation it needs.
+    let mut label = String::with_capacity(op_type.len() + 22);
+    label.push_str(op_type);
+    label.push('_');
+    push_decimal(&mut label, type_index);
+    if !boundary {
+        label.push('_');
+        push_decimal(&mut label, step_index);
+    }
+    label
+}
+
+/// Appends `number` in decimal.
+fn push_decimal(text: &mut String, number: u32) {
+    let mut digits = [0u8; 10];
+    let mut start = digits.len();
+    let mut rest = number;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[start..] {
+        text.push(char::from(digit));
     }
 }
 
@@ -51,7 +75,11 @@ pub fn label_op_type(label: &str) -> &str {
 /// An op label: the layer label, plus `:{pass}` when the layer ran more than once.
 pub fn op_label(layer_label: &str, pass: u32, num_passes: usize) -> String {
     if num_passes > 1 {
-        format!("{layer_label}:{pass}")
+        let mut label = String::with_capacity(layer_label.len() + 11);
+        label.push_str(layer_label);
+        label.push(':');
+        push_decimal(&mut label, pass);
+        label
     } else {
         layer_label.to_string()
     }
@@ -82,6 +110,12 @@ mod tests {
         assert_eq!(layer_label("input", 2, 9, true), "input_2");
         assert_eq!(op_label("relu_1_3", 2, 5), "relu_1_3:2");
         assert_eq!(op_label("relu_1_3", 1, 1), "relu_1_3");
+        assert_eq!(layer_label("add", 10, 0, false), "add_10_0");
+        assert_eq!(
+            layer_label("add", 4_294_967_295, 1_000_000, false),
+            "add_4294967295_1000000"
+        );
+        assert_eq!(op_label("add_1_2", 4_294_967_295, 2), "add_1_2:4294967295");
         assert_eq!(label_op_type("conv2d_3_5:2"), "conv2d");
         assert_eq!(label_op_type("input_1"), "input");
         assert_eq!(label_op_type("relu"), "relu");

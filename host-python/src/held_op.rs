@@ -62,8 +62,11 @@ pub struct HeldOpRecorder {
     dtype_names: Py<PyDict>,
     /// The capture's `_reference(tensor) -> (value id, reference)`, for tensors not pinned.
     python_reference: Py<PyAny>,
-    /// The capture's `protect(target)`: copies what an in-place op is about to overwrite.
+    /// The capture's `protect(target)`: copies what an `out=` op is about to overwrite.
     protect: Py<PyAny>,
+    /// The capture's `run_in_place(func, name, args, kwargs)`: runs an op that writes into its
+    /// first argument, out of place where that is sound, else after copying the old value.
+    run_in_place: Py<PyAny>,
     /// The capture's `record(func, name, in_place, args, kwargs, out)`: the Python path.
     python_record: Py<PyAny>,
     /// `describe(func) -> (name, in place)` of `backends/torch/naming.py`.
@@ -101,6 +104,7 @@ impl HeldOpRecorder {
         dtype_names: Py<PyDict>,
         python_reference: Py<PyAny>,
         protect: Py<PyAny>,
+        run_in_place: Py<PyAny>,
         python_record: Py<PyAny>,
         python_describe: Py<PyAny>,
         skipped_folders: Vec<String>,
@@ -118,6 +122,7 @@ impl HeldOpRecorder {
             dtype_names,
             python_reference,
             protect,
+            run_in_place,
             python_record,
             python_describe,
             descriptions: HashMap::new(),
@@ -144,6 +149,7 @@ impl HeldOpRecorder {
         visit.call(&self.dtype_names)?;
         visit.call(&self.python_reference)?;
         visit.call(&self.protect)?;
+        visit.call(&self.run_in_place)?;
         visit.call(&self.python_record)?;
         visit.call(&self.python_describe)?;
         for func in &self.described {
@@ -186,15 +192,23 @@ impl HeldOpRecorder {
                 Some(flag) => flag.is(&*pyo3::types::PyBool::new(py, true)),
                 None => false,
             };
-        if !args.is_empty() && (in_place || kwargs.contains(intern!(py, "out"))?) {
-            let target = match kwargs.get_item(intern!(py, "out"))? {
-                Some(target) => target,
-                None => args.get_item(0)?,
-            };
+        let out_target = if args.is_empty() {
+            None
+        } else {
+            kwargs.get_item(intern!(py, "out"))?
+        };
+        let out = if let Some(target) = out_target {
             let protect = slf.borrow().protect.clone_ref(py);
             protect.call1(py, (target,))?;
-        }
-        let out = func.call(&args, Some(&kwargs))?;
+            func.call(&args, Some(&kwargs))?
+        } else if in_place && !args.is_empty() {
+            let run_in_place = slf.borrow().run_in_place.clone_ref(py);
+            run_in_place
+                .call1(py, (func, name.as_str(), &args, &kwargs))?
+                .into_bound(py)
+        } else {
+            func.call(&args, Some(&kwargs))?
+        };
         let recorded = slf.borrow_mut().record(
             py,
             func,

@@ -25,6 +25,7 @@ from torchlens.adapter_kit.structures import named_arrays, substitute
 from .dtypes import NAMES, name_of
 from .model_declaration import WalkedModel, declaration_of
 from .naming import describe
+from .out_of_place import MEMORY_EXPORTS, run_out_of_place, takes_place_of
 from .replay_records import ReplayRecords
 
 #: Attribute that carries ``{capture serial: value id}`` on a tensor while captures run. Keyed by
@@ -39,6 +40,9 @@ _SERIALS = itertools.count(1)
 #: a version lacks them the native recorder is not pushed as a mode, see ``function_mode``).
 _PUSH_MODE = getattr(torch.overrides, "_push_mode", None)
 _POP_MODE = getattr(torch.overrides, "_pop_mode", None)
+
+#: How many references a storage has (private to torch; without it no storage is swapped).
+_STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
 
 #: Frames inside torch's and TorchLens's own folders are not "user code" for source locations.
 _SOURCES = SourceLocator(
@@ -65,12 +69,18 @@ class _RecordingMode(TorchFunctionMode):
         capture = self.capture
         if capture.quiet_depth:
             return func(*args, **kwargs)
-        description = describe(func)
-        in_place = description[1] or (bool(kwargs) and kwargs.get("inplace") is True)
-        if capture.holding and args and (in_place or "out" in kwargs):
-            capture.protect(kwargs.get("out", args[0]))
-        out = func(*args, **kwargs)
-        return capture.record(func, description[0], in_place, args, kwargs, out)
+        name, writes_in_place = describe(func)
+        if name in MEMORY_EXPORTS:
+            capture.memory_exported = True
+        in_place = writes_in_place or (bool(kwargs) and kwargs.get("inplace") is True)
+        if capture.holding and args and "out" in kwargs:
+            capture.protect(kwargs["out"])
+            out = func(*args, **kwargs)
+        elif capture.holding and args and in_place:
+            out = capture.run_in_place(func, name, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
+        return capture.record(func, name, in_place, args, kwargs, out)
 
 
 def flatten(value: Any, path: str) -> List[Tuple[str, torch.Tensor]]:
@@ -105,6 +115,12 @@ class Capture(LiveEditHost):
         self.holding = False
         #: Version counter of each uncopied payload when it was captured.
         self.versions: Dict[int, int] = {}
+        #: ``id()`` of the tensors that outlive the capture (parameters, inputs, buffers): an
+        #: in-place op on one never swaps its storage.
+        self.lasting: set = set()
+        #: Whether the forward handed some tensor's memory out (``numpy()``, DLPack, a raw
+        #: address): from then on in-place ops copy instead of swapping storage.
+        self.memory_exported = False
         #: Value id → how replay re-runs the op that produced it (the native recorder's records
         #: are made when first read, see :mod:`.replay_records`).
         self.replays = ReplayRecords()
@@ -165,11 +181,20 @@ class Capture(LiveEditHost):
             NAMES,
             self._reference,
             self.protect,
+            self.run_in_place,
             self.record,
-            describe,
+            self._describe,
             list(_SOURCES.skipped_folders),
             EVENTS_PER_BATCH,
         )
+
+    def _describe(self, func: Any) -> Tuple[str, bool]:
+        """``naming.describe``, noting a call that hands memory out (the native recorder asks
+        once per callable per capture, so this sees the first call of each)."""
+        description = describe(func)
+        if description[0] in MEMORY_EXPORTS:
+            self.memory_exported = True
+        return description
 
     def _release_recorder(self) -> None:
         self.held_recorder = None
@@ -242,6 +267,7 @@ class Capture(LiveEditHost):
         carries nothing the capture would have to take off again."""
         value_id = self.session.new_value_id()
         self.pinned[id(tensor)] = (tensor, value_id)
+        self.lasting.add(id(tensor))
         return value_id
 
     def _kept(self, value_id: int, tensor: torch.Tensor) -> torch.Tensor:
@@ -274,6 +300,64 @@ class Capture(LiveEditHost):
         if current is not None:
             self.session.retire(current)
         self._copy_payloads_on(target)
+
+    def run_in_place(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        """Runs an op that writes into its first argument (not ``out=``) and returns what it
+        returns. When it is sound, out of place, the model's tensor then taking the result's
+        storage and the saved value keeping the old one (no copy, see :mod:`.out_of_place`);
+        otherwise the old value is copied first (:meth:`protect`) and the op runs as written."""
+        target = args[0]
+        if self._can_swap(target, args, kwargs):
+            result = run_out_of_place(func, name, args, kwargs)
+            if result is not None and takes_place_of(result, target):
+                self._swap_storage(target, result)
+                return target
+        self.protect(target)
+        return func(*args, **kwargs)
+
+    def _can_swap(self, target: Any, args: tuple, kwargs: dict) -> bool:
+        """Whether ``target``'s storage may be replaced instead of written: a plain tensor an op
+        of this capture produced, held as its saved value, needing no gradient, not a view, with
+        no other tensor on its storage and no memory handed out during the forward; and the
+        capture's other machinery (live edits, gradients) not watching."""
+        if (
+            not self.pin_outputs
+            or self.memory_exported
+            or self.edits is not None
+            or self.backward is not None
+            or _STORAGE_USE_COUNT is None
+            or type(target) is not torch.Tensor
+            or target.layout is not torch.strided
+            or target.is_quantized
+            or target.requires_grad
+            or target._base is not None
+            or id(target) in self.lasting
+        ):
+            return False
+        entry = self.pinned.get(id(target))
+        if entry is None or entry[0] is not target or self.session.payloads.get(entry[1]) is not target:
+            return False
+        if torch.is_grad_enabled():
+            for argument in (*args, *kwargs.values()):
+                if isinstance(argument, torch.Tensor) and argument.requires_grad:
+                    return False
+        try:
+            # Two references: the target's own and the storage object made to ask.
+            return _STORAGE_USE_COUNT(target.untyped_storage()._cdata) == 2
+        except (RuntimeError, TypeError, NotImplementedError):
+            return False  # a tensor with no plain storage (a functorch wrapper, for one)
+
+    def _swap_storage(self, target: torch.Tensor, result: torch.Tensor) -> None:
+        """Gives ``target`` the storage of ``result`` (its new value) and keeps its old value
+        as the saved payload, under a tensor of its own on the old storage."""
+        value_id = self.pinned[id(target)][1]
+        self.session.retire(value_id)  # the object is about to carry another value
+        old = torch.empty(0, dtype=target.dtype, device=target.device)
+        old.set_(target.untyped_storage(), target.storage_offset(), target.shape, target.stride())
+        self.session.replace_payload(value_id, old)
+        # Only the capture holds ``old`` (as with a copy): no version to watch.
+        self.versions.pop(value_id, None)
+        target.set_(result)
 
     def _index_storages(self) -> None:
         """Adds the payloads held since the last in-place op to ``shared`` (a payload dropped

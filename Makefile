@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -143,6 +143,11 @@ benchmark-record: python-package
 benchmark-module-calls: python-package
 	$(PYTHON) benchmarks/torch_module_calls.py
 
+## benchmark-in-place: a torch trace whose in-place ops run out of place (storage swapped)
+## against copying the old value first, each against a plain forward, in turns (not in `test`).
+benchmark-in-place: python-package
+	$(PYTHON) benchmarks/torch_in_place.py
+
 ## benchmark-soak: 10,000 traces and 1,000 save/load cycles in one process; RSS, file
 ## descriptors and mappings (from /proc/self) must stay flat after warm-up (minutes; not in `test`).
 benchmark-soak: python-package
@@ -185,7 +190,7 @@ bench-all: reference-venv
 		--tlspec target/release/tlspec --write docs/performance.md
 
 ## bench-everything: bench-all and every benchmark above, one after the other.
-bench-everything: bench-all bench benchmark-save benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-module-calls benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
+bench-everything: bench-all bench benchmark-save benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

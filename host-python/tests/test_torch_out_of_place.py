@@ -143,6 +143,28 @@ def test_after_memory_is_handed_out_in_place_ops_copy(swaps):
     assert (trace.output >= 0).all()
 
 
+class ImportedInPlace(torch.nn.Module):
+    """Makes a tensor over a NumPy array's memory, then changes the tensor in place: the array,
+    which the model reads afterwards, sees the change."""
+
+    def forward(self, x):
+        import numpy
+
+        array = numpy.array(x.tolist(), dtype=numpy.float32) - 0.5
+        shared = torch.as_tensor(array)
+        shared.relu_()
+        return torch.from_numpy(array.copy()) + x
+
+
+def test_a_tensor_over_numpy_memory_is_written_in_place(swaps):
+    model, x = ImportedInPlace(), torch.rand(16)
+    with torch.no_grad():
+        trace = tl.trace(model, x)
+        expected = model(x)
+    assert swaps["swapped"] == 0
+    assert torch.equal(trace.output, expected)
+
+
 class WideningInPlace(torch.nn.Module):
     """An in-place op whose out-of-place twin would change the dtype: torch refuses it."""
 

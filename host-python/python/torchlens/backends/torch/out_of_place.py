@@ -62,10 +62,12 @@ METHOD_TWINS = {
     "__itruediv__": "__truediv__",
 }
 
-#: Torch names of the calls that hand a tensor's memory to code TorchLens cannot follow (a NumPy
-#: array, a DLPack capsule, a raw address, the storage object, memory shared with other
-#: processes). After one of them a capture
-#: stops swapping storage: something may still point at the old memory.
+#: Torch names of the calls that share a tensor's memory with code TorchLens cannot follow: out
+#: (a NumPy array, a DLPack capsule, a raw address, the storage object, memory shared with other
+#: processes) or in (a tensor made over a NumPy array's or a buffer's memory, which the array
+#: still sees). After one of them a capture stops swapping storage: something may still point at
+#: the old memory. (``from_numpy``, ``frombuffer`` and ``from_dlpack`` do not reach a function
+#: mode; their tensors are not op outputs, so they are never swapped anyway.)
 MEMORY_EXPORTS = frozenset(
     {
         "numpy",
@@ -77,6 +79,11 @@ MEMORY_EXPORTS = frozenset(
         "storage",
         "_typed_storage",
         "share_memory_",
+        "as_tensor",
+        "asarray",
+        "from_numpy",
+        "frombuffer",
+        "from_dlpack",
     }
 )
 

@@ -9,7 +9,7 @@ import itertools
 import os
 from contextlib import contextmanager
 from threading import get_ident
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -117,9 +117,10 @@ class Capture(LiveEditHost):
         self.versions: Dict[int, int] = {}
         #: ``id()`` of the tensors that outlive the capture (parameters, inputs, buffers): an
         #: in-place op on one never swaps its storage.
-        self.lasting: set = set()
-        #: Whether the forward handed some tensor's memory out (``numpy()``, DLPack, a raw
-        #: address): from then on in-place ops copy instead of swapping storage.
+        self.lasting: Set[int] = set()
+        #: Whether the forward shared some tensor's memory with code TorchLens cannot follow
+        #: (``numpy()``, DLPack, a raw address, ``torch.as_tensor`` over an array): from then on
+        #: in-place ops copy instead of swapping storage (``out_of_place.MEMORY_EXPORTS``).
         self.memory_exported = False
         #: Value id → how replay re-runs the op that produced it (the native recorder's records
         #: are made when first read, see :mod:`.replay_records`).
@@ -189,8 +190,8 @@ class Capture(LiveEditHost):
         )
 
     def _describe(self, func: Any) -> Tuple[str, bool]:
-        """``naming.describe``, noting a call that hands memory out (the native recorder asks
-        once per callable per capture, so this sees the first call of each)."""
+        """``naming.describe``, noting a call that shares memory (the native recorder asks once
+        per callable per capture, so this sees the first call of each)."""
         description = describe(func)
         if description[0] in MEMORY_EXPORTS:
             self.memory_exported = True

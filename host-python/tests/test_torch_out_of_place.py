@@ -203,3 +203,74 @@ def test_an_unlisted_in_place_op_copies(swaps):
         trace = tl.trace(model, x)
     assert swaps["swapped"] == 0 and swaps["copied"] == 1
     assert torch.equal(trace.output, expected)
+
+
+def _argument_sets():
+    """For each listed in-place op: a call on a fresh tensor (the target first) that torch
+    accepts, as ``(name, call)``; ``call(target)`` runs it."""
+    import torch.nn.functional as F
+
+    other = torch.linspace(0.5, 1.5, 12).reshape(3, 4)
+    mask = torch.arange(12).reshape(3, 4) % 3 == 0
+    method_calls = {
+        "relu_": lambda t: t.relu_(),
+        "add_": lambda t: t.add_(other, alpha=2),
+        "sub_": lambda t: t.sub_(other),
+        "mul_": lambda t: t.mul_(other),
+        "div_": lambda t: t.div_(other, rounding_mode="floor"),
+        "clamp_": lambda t: t.clamp_(min=-0.5, max=0.5),
+        "clamp_min_": lambda t: t.clamp_min_(0.1),
+        "clamp_max_": lambda t: t.clamp_max_(0.2),
+        "sigmoid_": lambda t: t.sigmoid_(),
+        "tanh_": lambda t: t.tanh_(),
+        "neg_": lambda t: t.neg_(),
+        "abs_": lambda t: t.abs_(),
+        "exp_": lambda t: t.exp_(),
+        "sqrt_": lambda t: t.sqrt_(),  # NaN below zero, in both
+        "masked_fill_": lambda t: t.masked_fill_(mask, 1.5),
+        "__iadd__": lambda t: t.__iadd__(other),
+        "__isub__": lambda t: t.__isub__(other),
+        "__imul__": lambda t: t.__imul__(other),
+        "__itruediv__": lambda t: t.__itruediv__(other),
+    }
+    keyword_calls = {
+        name: (lambda t, name=name: getattr(F, name)(t, inplace=True))
+        for name in ("relu", "relu6", "hardtanh", "leaky_relu", "elu", "selu", "celu", "silu")
+        + ("hardswish", "hardsigmoid", "mish")
+    }
+    keyword_calls["_threshold"] = lambda t: F.threshold(t, 0.1, 20.0, inplace=True)  # its name
+    return {**method_calls, **keyword_calls}
+
+
+def test_every_listed_op_has_a_case():
+    from torchlens.backends.torch.out_of_place import KEYWORD_TWINS, METHOD_TWINS
+
+    assert set(_argument_sets()) == set(METHOD_TWINS) | set(KEYWORD_TWINS)
+
+
+class OneInPlace(torch.nn.Module):
+    """A fresh value, one in-place op on it, and a later read of the result."""
+
+    def __init__(self, call) -> None:
+        super().__init__()
+        self.call = call
+
+    def forward(self, x):
+        hidden = x * 1.0
+        self.call(hidden)
+        return hidden + 0.0
+
+
+@pytest.mark.parametrize("name", sorted(_argument_sets()))
+def test_each_listed_op_swaps_and_computes_what_the_in_place_op_computes(name, swaps):
+    call = _argument_sets()[name]
+    model, x = OneInPlace(call), torch.linspace(-2.0, 2.0, 12).reshape(3, 4)
+    with torch.no_grad():
+        expected = model(x)
+        trace = tl.trace(model, x)
+    assert swaps == {"swapped": 1, "copied": 0}
+    # Bit for bit (NaN where both have NaN): the twin is the same computation.
+    torch.testing.assert_close(trace.output, expected, rtol=0, atol=0, equal_nan=True)
+    scaled = trace.ops[1]  # x * 1.0, the value the in-place op overwrote
+    assert torch.equal(scaled.out, x * 1.0)
+    assert tl.validate(trace) is True

@@ -34,7 +34,7 @@ KEYWORD_TWINS = frozenset(
         "hardswish",
         "hardsigmoid",
         "mish",
-        "threshold",
+        "_threshold",  # F.threshold
     }
 )
 

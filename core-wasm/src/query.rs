@@ -32,7 +32,7 @@ pub fn summary_rows_in(trace: &Trace, start: OpId, count: u32) -> Vec<SummaryRow
         .filter_map(|id| Some((id, trace.ops.get(id as usize)?)))
         .map(|(id, op)| SummaryRow {
             op: id,
-            label: op.label.clone(),
+            label: op.label.to_string(),
             func_name: trace.func_name(op).to_string(),
             module: trace.call_name(op.module_call),
             shape: format_shape(&op.shape),
@@ -41,7 +41,7 @@ pub fn summary_rows_in(trace: &Trace, start: OpId, count: u32) -> Vec<SummaryRow
                 .parents
                 .iter()
                 .filter_map(|edge| trace.ops.get(edge.op as usize))
-                .map(|parent| parent.label.clone())
+                .map(|parent| parent.label.to_string())
                 .collect(),
             saved: op.payload.is_some(),
             param_count: op.params.len() as u32,
@@ -134,7 +134,7 @@ fn backward_table(trace: &Trace, backward: &BackwardGraph) -> String {
         .map(|node| {
             let op = node.op.and_then(|op| trace.ops.get(op as usize));
             let target = match (op, &node.param) {
-                (Some(op), _) => op.label.clone(),
+                (Some(op), _) => op.label.to_string(),
                 (None, Some(param)) => format!("param {param}"),
                 (None, None) => String::new(),
             };

@@ -24,7 +24,7 @@ fn finished(events: &[RawEvent]) -> Trace {
 fn labels(trace: &Trace, ops: &[u32]) -> Vec<String> {
     let mut found: Vec<String> = ops
         .iter()
-        .map(|&op| trace.ops[op as usize].label.clone())
+        .map(|&op| trace.ops[op as usize].label.to_string())
         .collect();
     found.sort();
     found
@@ -105,7 +105,7 @@ fn graph(name: &str) -> Vec<RawEvent> {
 fn the_graphs_are_labelled_as_the_drawings_assume() {
     for (name, labels) in LABELS {
         let trace = finished(&graph(name));
-        let found: Vec<&str> = trace.ops.iter().map(|op| op.label.as_str()).collect();
+        let found: Vec<&str> = trace.ops.iter().map(|op| op.label.as_ref()).collect();
         assert_eq!(found, *labels, "{name}");
     }
 }

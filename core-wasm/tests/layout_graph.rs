@@ -226,7 +226,7 @@ fn full_view_has_one_node_per_op_and_parent_edges() {
         for (index, node) in graph.nodes.iter().enumerate() {
             assert_eq!(node.kind, NodeKind::Op);
             assert_eq!(node.ops, vec![index as u32]);
-            assert_eq!(node.label, trace.ops[index].label);
+            assert_eq!(node.label, &*trace.ops[index].label);
         }
         let expected: BTreeSet<(u32, u32)> = trace
             .ops

@@ -20,7 +20,7 @@ fn matched_labels(trace: &Trace, selector: &Selector) -> Vec<String> {
     evaluate(trace, selector, &[])
         .unwrap()
         .into_iter()
-        .map(|op| trace.ops[op as usize].label.clone())
+        .map(|op| trace.ops[op as usize].label.to_string())
         .collect()
 }
 

@@ -45,8 +45,8 @@ fn node(label: &str, class_name: &str, op: Option<u32>, children: Vec<u32>) -> G
 /// both compute ops' gradients saved.
 fn trace_with_backward() -> Trace {
     let mut trace = chain_trace(&steps(), false);
-    assert_eq!(trace.ops[1].label, "relu_1_2");
-    assert_eq!(trace.ops[2].label, "add_1_3");
+    assert_eq!(&*trace.ops[1].label, "relu_1_2");
+    assert_eq!(&*trace.ops[2].label, "add_1_3");
     trace.backward = Some(BackwardGraph {
         passes: 2,
         nodes: vec![

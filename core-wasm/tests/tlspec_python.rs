@@ -163,7 +163,7 @@ fn python_safetensors_reads_payloads_by_label() {
             other => panic!("unexpected payload dtype {other}"),
         };
         bytes_by_slot.insert(op.payload.unwrap(), bytes);
-        expected.insert(op.label.clone(), spec);
+        expected.insert(op.label.to_string(), spec);
     }
     assert_eq!(expected.len(), 4);
     let file = tlspec::encode_with_payloads(&trace, &support::manifest(), |slot| {

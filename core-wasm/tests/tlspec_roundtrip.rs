@@ -25,7 +25,7 @@ fn expected_after_decode(original: &Trace, header: &HeaderInfo) -> Trace {
     for op in &mut expected.ops {
         op.value = None;
         if op.payload.is_some() {
-            op.payload = Some(index[op.label.as_str()]);
+            op.payload = Some(index[op.label.as_ref()]);
         }
     }
     expected
@@ -41,7 +41,7 @@ fn check_round_trip(original: &Trace, file: &[u8]) -> HeaderInfo {
         let entry = header
             .payloads
             .iter()
-            .find(|entry| entry.label == op.label)
+            .find(|entry| *entry.label == *op.label)
             .expect("payload has a table entry");
         let start = entry.offset as usize;
         let bytes = &file[start..start + entry.length as usize];
@@ -311,7 +311,7 @@ fn encoding_refuses_what_it_cannot_store() {
     assert_eq!(error.code, "tlspec_rank_too_large");
 
     let mut reserved_label = trace.clone();
-    reserved_label.ops[1].label = "__metadata__".to_string();
+    reserved_label.ops[1].label = "__metadata__".into();
     let error = tlspec::encode_layout(&reserved_label, &Manifest::default()).unwrap_err();
     assert_eq!(error.code, "tlspec_label_reserved");
 
@@ -371,7 +371,7 @@ fn payload_checksums_round_trip_and_cover_every_payload() {
         .ops
         .iter()
         .filter(|op| op.payload.is_some())
-        .map(|op| op.label.clone())
+        .map(|op| op.label.to_string())
         .collect();
     let with_checksums = Manifest {
         payload_checksums: labels

@@ -15,7 +15,7 @@ fn build(events: Vec<torchlens_core::events::RawEvent>, options: TraceOptions) -
 }
 
 fn labels(trace: &Trace) -> Vec<&str> {
-    trace.ops.iter().map(|op| op.label.as_str()).collect()
+    trace.ops.iter().map(|op| op.label.as_ref()).collect()
 }
 
 #[test]
@@ -69,7 +69,7 @@ fn repeated_module_calls_group_into_passes() {
         .ops
         .iter()
         .filter(|op| op.label.starts_with("tanh") || op.label.starts_with("linear_2"))
-        .map(|op| op.label.as_str())
+        .map(|op| op.label.as_ref())
         .collect();
     assert_eq!(
         cell_ops,
@@ -85,7 +85,7 @@ fn repeated_module_calls_group_into_passes() {
     let tanh_layer = trace
         .layers
         .iter()
-        .find(|layer| layer.label == "tanh_1_6")
+        .find(|layer| &*layer.label == "tanh_1_6")
         .unwrap();
     assert_eq!(tanh_layer.ops.len(), 3);
     let passes: Vec<u32> = tanh_layer
@@ -166,7 +166,7 @@ fn modules_params_constants_and_module_tree() {
         .iter()
         .position(|op| op.kind == OpKind::Constant)
         .unwrap();
-    assert_eq!(trace.ops[constant].label, "constant_1");
+    assert_eq!(&*trace.ops[constant].label, "constant_1");
     assert!(trace.ops[constant].parents.is_empty());
     assert!(trace.ops[constant].payload.is_some());
     let add = trace
@@ -230,13 +230,13 @@ fn literal_producers_in_place_and_multi_output_ops() {
     assert!(trace.ops[1].parents.is_empty());
     let in_place = &trace.ops[3];
     assert!(in_place.in_place);
-    assert_eq!(in_place.label, "add_1_4");
+    assert_eq!(&*in_place.label, "add_1_4");
     // The split reads the in-place result, not the value before it.
     assert_eq!(trace.ops[4].parents[0].op, 3);
     assert_eq!(trace.ops[4].output_index, Some(0));
     assert_eq!(trace.ops[5].output_index, Some(1));
-    assert_eq!(trace.ops[4].label, "split_1_5");
-    assert_eq!(trace.ops[5].label, "split_2_6");
+    assert_eq!(&*trace.ops[4].label, "split_1_5");
+    assert_eq!(&*trace.ops[5].label, "split_2_6");
 }
 
 #[test]
@@ -347,7 +347,7 @@ fn summary_table_lists_every_op() {
     let trace = build(demo_events(), TraceOptions::default());
     let table = summary_table(&trace);
     for op in &trace.ops {
-        assert!(table.contains(&op.label), "{} missing", op.label);
+        assert!(table.contains(&*op.label), "{} missing", op.label);
     }
     assert!(table.contains("cell.linear:2"));
 }

@@ -44,7 +44,7 @@ fn write_with_checksums(trace: &Trace, path: &Path, form: Checksums) -> Vec<u8> 
             .iter()
             .filter_map(|op| {
                 let slot = op.payload?;
-                Some((op.label.clone(), crc32fast::hash(&payloads[&slot])))
+                Some((op.label.to_string(), crc32fast::hash(&payloads[&slot])))
             })
             .collect(),
     };
@@ -154,7 +154,7 @@ fn ops_filters_with_selector_expressions() {
         .ops
         .iter()
         .filter(|op| matches!(trace.func_name(op), "relu" | "sigmoid"))
-        .map(|op| op.label.clone())
+        .map(|op| op.label.to_string())
         .collect();
     assert_eq!(labels, expected);
     assert!(!labels.is_empty());
@@ -263,7 +263,7 @@ fn export_writes_every_op_module_and_layer_as_json() {
         .iter()
         .map(|op| op["label"].as_str().unwrap_or_default())
         .collect();
-    let expected: Vec<&str> = trace.ops.iter().map(|op| op.label.as_str()).collect();
+    let expected: Vec<&str> = trace.ops.iter().map(|op| op.label.as_ref()).collect();
     assert_eq!(labels, expected);
     assert_eq!(json["ops"][1]["func_name"], trace.func_name(&trace.ops[1]));
     assert_eq!(
@@ -287,7 +287,7 @@ fn draw_writes_the_overview_or_the_full_graph() {
     let svg = std::fs::read_to_string(&out).expect("svg written");
     assert!(svg.starts_with("<svg"));
     for op in &trace.ops {
-        assert!(svg.contains(&op.label), "{} missing", op.label);
+        assert!(svg.contains(&*op.label), "{} missing", op.label);
     }
     let overview = tlspec(&["draw", "--svg", text(&path)], LIMIT);
     assert_eq!(overview.code, 0);

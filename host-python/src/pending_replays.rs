@@ -131,10 +131,16 @@ impl PendingReplays {
                 .map(|argument| self.argument(py, argument))
                 .collect::<PyResult<Vec<_>>>()?;
             let template = PyTuple::new(py, template)?;
-            let keyword_template = PyDict::new(py);
-            for (key, argument) in &op.keywords {
-                keyword_template.set_item(key, self.argument(py, argument)?)?;
-            }
+            // No keywords: None, which the record takes as its shared empty mapping.
+            let keyword_template = if op.keywords.is_empty() {
+                None
+            } else {
+                let keywords = PyDict::new(py);
+                for (key, argument) in &op.keywords {
+                    keywords.set_item(key, self.argument(py, argument)?)?;
+                }
+                Some(keywords)
+            };
             for index in 0..op.outputs {
                 let output_index = if op.multiple { Some(index) } else { None };
                 let record = replay_record.call1((

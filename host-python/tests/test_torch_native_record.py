@@ -15,7 +15,7 @@ from torch import nn
 
 import torchlens as tl
 from torchlens._core import versions
-from torchlens.adapter_kit.replay import ValueRef
+from torchlens.adapter_kit.replay import NO_KEYWORDS, ValueRef
 from torchlens.backends.torch import capture as capture_module
 from torchlens.backends.torch.capture import Capture
 
@@ -131,6 +131,23 @@ def test_the_one_call_path_records_what_the_python_path_records(name, model, x, 
         if slow_op.saved:
             assert fast_op.saved and torch.equal(fast_op.value, slow_op.value), fast_op.label
     assert fast.validate_forward_pass() == slow.validate_forward_pass()
+
+
+@pytest.mark.parametrize("save", [True, False], ids=["every value saved", "nothing saved"])
+def test_calls_without_keywords_share_one_empty_keyword_template(save):
+    """A long trace keeps no empty dict per op: the records of calls that passed no keyword
+    argument share ``NO_KEYWORDS`` (the one-call path's records, made on first read, and the
+    Python path's, which ``save=False`` takes), and a call with keywords keeps its own."""
+    with torch.no_grad():
+        trace = tl.trace(_Mixed().eval(), torch.randn(3, 6), save=save)
+    records = trace._runtime.records.values()
+    linear = [record for record in records if record.func_name == "linear"]
+    assert linear and all(record.kwargs is NO_KEYWORDS for record in linear)
+    (add,) = [record for record in records if record.func_name == "add" and record.kwargs]
+    assert type(add.kwargs) is dict and set(add.kwargs) == {"other", "alpha"}
+    assert isinstance(add.kwargs["other"], ValueRef) and add.kwargs["alpha"] == 0.5
+    if save:
+        assert trace.validate_forward_pass()
 
 
 def test_a_value_changed_in_place_after_the_one_call_path_held_it_is_refused():

@@ -46,7 +46,7 @@ fn the_demo_file_opens_with_its_overview_and_rows() {
         .any(|(key, value)| key == "backend" && value == "demo"));
     let rows = session.rows(0, 5);
     assert_eq!(rows.len(), 5);
-    assert_eq!(rows[0].label, session.trace().ops[0].label);
+    assert_eq!(rows[0].label, &*session.trace().ops[0].label);
     assert!(session.rows(10_000, 5).is_empty());
 }
 
@@ -60,7 +60,7 @@ fn a_stopped_capture_says_so() {
         Some("capture stopped before the model returned")
     );
     assert_eq!(capture.stop_reason.as_deref(), Some("stop_after reached"));
-    let last = session.trace().ops.last().unwrap().label.clone();
+    let last = session.trace().ops.last().unwrap().label.to_string();
     assert_eq!(capture.frontier, [last]);
 }
 

@@ -45,12 +45,20 @@ pub struct ArgRef {
 }
 
 /// Where in user source an op was called from (torch only, today).
+///
+/// Events carry the text as `String`; a trace keeps it as shared `Arc<str>`
+/// ([`SharedSourceLocation`]): the ops of a long loop all name the same file and function, and
+/// one copy of each instead of two allocations per op is most of what source costs a trace.
+/// Both serialize the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceLocation {
-    pub file: String,
+pub struct SourceLocation<Text = String> {
+    pub file: Text,
     pub line: u32,
-    pub function: String,
+    pub function: Text,
 }
+
+/// A source location whose file and function text is shared between the ops that name it.
+pub type SharedSourceLocation = SourceLocation<std::sync::Arc<str>>;
 
 /// One operation that ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

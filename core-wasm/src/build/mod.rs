@@ -18,12 +18,13 @@ use crate::events::{
     ArgRef, EventStream, ModuleDecl, ModuleId, OpEvent, ParamDecl, RawEvent, TensorDesc, TensorId,
 };
 use crate::model::{
-    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, Module, ModuleCall, Op, OpId, OpKind,
-    Param, ParamList, Shape, SiteKey, Trace, TraceOptions,
+    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, Module, ModuleCall, Op, OpId,
+    OpIdList, OpKind, Param, ParamList, Shape, SharedText, SiteKey, Trace, TraceOptions,
 };
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
 // server, so the fast non-DoS-resistant hash is the right trade.
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
 /// Reason recorded on the trace when an op read a value nobody declared.
 pub const UNREGISTERED_VALUE_REASON: &str = "unregistered_value_read";
@@ -65,6 +66,11 @@ pub struct TraceBuilder {
     site_layers: HashMap<SiteKey, u32>,
     structural_layers: HashMap<StructuralKey, u32>,
     type_counters: HashMap<String, u32>,
+    /// The files and function names ops named so far, one shared copy of each.
+    shared_text: SharedText,
+    /// The empty label every op carries until `finish` labels it (one, shared: no allocation
+    /// per op).
+    no_label: Arc<str>,
     root_entered: bool,
 }
 
@@ -127,6 +133,8 @@ impl TraceBuilder {
             site_layers: HashMap::default(),
             structural_layers: HashMap::default(),
             type_counters: HashMap::default(),
+            shared_text: SharedText::default(),
+            no_label: Arc::from(""),
             root_entered: false,
         }
     }
@@ -229,7 +237,7 @@ impl TraceBuilder {
         let id = self.trace.func_names.len() as u32;
         self.trace.func_names.push(FuncName {
             name: name.to_string(),
-            op_type: naming::op_type(name),
+            op_type: naming::op_type(name).into(),
         });
         self.func_index.insert(name.to_string(), id);
         id
@@ -403,7 +411,7 @@ impl TraceBuilder {
             self.trace.params[param as usize].users.push(id);
         }
         self.trace.ops.push(Op {
-            label: String::new(),
+            label: Arc::clone(&self.no_label),
             layer,
             pass,
             func,
@@ -463,24 +471,24 @@ impl TraceBuilder {
         }
         let op_type = self.trace.func_names[site.func as usize].op_type.clone();
         // Looked up by reference first: a new layer of a known type allocates no key.
-        let type_index = match self.type_counters.get_mut(op_type.as_str()) {
+        let type_index = match self.type_counters.get_mut(&*op_type) {
             Some(counter) => {
                 *counter += 1;
                 *counter
             }
             None => {
-                self.type_counters.insert(op_type.clone(), 1);
+                self.type_counters.insert(op_type.to_string(), 1);
                 1
             }
         };
         let step_index = self.trace.layers.len() as u32 + 1;
         let layer = self.trace.layers.len() as u32;
         self.trace.layers.push(Layer {
-            label: naming::layer_label(&op_type, type_index, step_index, kind.is_boundary()),
+            label: naming::layer_label(&op_type, type_index, step_index, kind.is_boundary()).into(),
             op_type,
             type_index,
             step_index,
-            ops: Vec::new(),
+            ops: OpIdList::new(),
         });
         if recurrence {
             self.site_layers.insert(site, layer);
@@ -568,7 +576,9 @@ impl TraceBuilder {
         let func = self.intern(&event.func);
         let multi_output = event.outputs.len() > 1;
         let mut attributes = Some(event.attributes);
-        let mut source = event.source;
+        let mut source = event
+            .source
+            .map(|source| self.shared_text.location(&source));
         for (index, output) in event.outputs.iter().enumerate() {
             let output_index = multi_output.then_some(index as u32);
             let id = self.append(

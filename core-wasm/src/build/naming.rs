@@ -1,5 +1,7 @@
 //! How ops are named: the normalized op type and the label formats.
 
+use std::sync::Arc;
+
 /// Binary operators whose reflected (`__radd__`) and in-place (`__iadd__`) dunders fold onto the
 /// plain name, so `"add"` matches `a + b`, `1 + a` and `a += b` alike.
 const FOLDED_OPERATORS: [&str; 14] = [
@@ -72,16 +74,17 @@ pub fn label_op_type(label: &str) -> &str {
     label.split_once('_').map_or(label, |(op_type, _)| op_type)
 }
 
-/// An op label: the layer label, plus `:{pass}` when the layer ran more than once.
-pub fn op_label(layer_label: &str, pass: u32, num_passes: usize) -> String {
+/// An op label: the layer label, plus `:{pass}` when the layer ran more than once. The op of a
+/// layer that ran once shares the layer's label (no copy: most layers of a long trace run once).
+pub fn op_label(layer_label: &Arc<str>, pass: u32, num_passes: usize) -> Arc<str> {
     if num_passes > 1 {
         let mut label = String::with_capacity(layer_label.len() + 11);
         label.push_str(layer_label);
         label.push(':');
         push_decimal(&mut label, pass);
-        label
+        label.into()
     } else {
-        layer_label.to_string()
+        Arc::clone(layer_label)
     }
 }
 
@@ -108,14 +111,18 @@ mod tests {
     fn formats_labels() {
         assert_eq!(layer_label("relu", 1, 3, false), "relu_1_3");
         assert_eq!(layer_label("input", 2, 9, true), "input_2");
-        assert_eq!(op_label("relu_1_3", 2, 5), "relu_1_3:2");
-        assert_eq!(op_label("relu_1_3", 1, 1), "relu_1_3");
+        assert_eq!(&*op_label(&"relu_1_3".into(), 2, 5), "relu_1_3:2");
+        let layer: Arc<str> = "relu_1_3".into();
+        assert!(Arc::ptr_eq(&op_label(&layer, 1, 1), &layer));
         assert_eq!(layer_label("add", 10, 0, false), "add_10_0");
         assert_eq!(
             layer_label("add", 4_294_967_295, 1_000_000, false),
             "add_4294967295_1000000"
         );
-        assert_eq!(op_label("add_1_2", 4_294_967_295, 2), "add_1_2:4294967295");
+        assert_eq!(
+            &*op_label(&"add_1_2".into(), 4_294_967_295, 2),
+            "add_1_2:4294967295"
+        );
         assert_eq!(label_op_type("conv2d_3_5:2"), "conv2d");
         assert_eq!(label_op_type("input_1"), "input");
         assert_eq!(label_op_type("relu"), "relu");

@@ -188,8 +188,10 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
     let layer = trace.layer_of(op);
     wit::OpInfo {
         id: index as u32,
-        label: op.label.clone(),
-        layer_label: layer.map(|layer| layer.label.clone()).unwrap_or_default(),
+        label: op.label.to_string(),
+        layer_label: layer
+            .map(|layer| layer.label.to_string())
+            .unwrap_or_default(),
         pass: op.pass,
         num_passes: layer.map_or(1, |layer| layer.ops.len() as u32),
         func_name: trace.func_name(op).to_string(),
@@ -215,9 +217,9 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
         payload: op.payload,
         attributes: op.attributes.clone(),
         source: op.source.as_ref().map(|source| wit::SourceLocation {
-            file: source.file.clone(),
+            file: source.file.to_string(),
             line: source.line,
-            function: source.function.clone(),
+            function: source.function.to_string(),
         }),
         site_key: trace.site_key(op),
         distances: op.distances.map(|distances| wit::Distances {

@@ -69,11 +69,11 @@ impl GuestTrace for TraceResource {
             .layers
             .iter()
             .map(|layer| wit::LayerInfo {
-                label: layer.label.clone(),
-                op_type: layer.op_type.clone(),
+                label: layer.label.to_string(),
+                op_type: layer.op_type.to_string(),
                 type_index: layer.type_index,
                 step_index: layer.step_index,
-                ops: layer.ops.clone(),
+                ops: layer.ops.to_vec(),
             })
             .collect()
     }

@@ -97,7 +97,7 @@ fn op_node(trace: &Trace, id: u32, op: &Op) -> LayoutNode {
     LayoutNode {
         id: 0,
         kind: NodeKind::Op,
-        label: op.label.clone(),
+        label: op.label.to_string(),
         detail,
         op_kind: Some(op.kind),
         ops: vec![id],

@@ -6,16 +6,19 @@
 
 mod backward;
 mod module_tree;
+mod shared_text;
 mod site;
 
 pub use backward::{BackwardGraph, GradFnNode, SavedGrad, GRAD_TENSOR_PREFIX};
 pub use module_tree::{Module, ModuleCall, Param};
+pub use shared_text::{share_repeated_text, SharedText};
 pub use site::SiteKey;
 
 use crate::dtype::Dtype;
-use crate::events::{PayloadSlot, SourceLocation, TensorId};
+use crate::events::{PayloadSlot, SharedSourceLocation, TensorId};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// Dense op identifier: the op's index in capture order.
 pub type OpId = u32;
@@ -110,14 +113,16 @@ pub struct FuncName {
     /// As the framework named it (`__radd__`, `layer_norm`).
     pub name: String,
     /// Lower-cased, without underscores, reflected/in-place dunders folded (`add`, `layernorm`).
-    pub op_type: String,
+    /// Shared with the layers of this function.
+    pub op_type: Arc<str>,
 }
 
 /// One operation of the trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {
-    /// `{type}_{typeIndex}_{stepIndex}`, plus `:{pass}` when its layer ran more than once.
-    pub label: String,
+    /// `{type}_{typeIndex}_{stepIndex}`, plus `:{pass}` when its layer ran more than once (the
+    /// layer's own label, shared, when it ran once).
+    pub label: Arc<str>,
     /// Index into [`Trace::layers`].
     pub layer: u32,
     /// 1-based pass of its layer.
@@ -141,7 +146,7 @@ pub struct Op {
     pub payload: Option<PayloadSlot>,
     /// Non-tensor arguments, rendered as text.
     pub attributes: Vec<(String, String)>,
-    pub source: Option<SourceLocation>,
+    pub source: Option<SharedSourceLocation>,
     /// Stable identity of the op's site, independent of grouping (for comparing traces).
     pub site: SiteKey,
     pub distances: Option<Distances>,
@@ -166,12 +171,12 @@ pub struct Op {
 pub struct Layer {
     /// `{type}_{typeIndex}_{stepIndex}` (or `{type}_{typeIndex}` for inputs, outputs, buffers
     /// and constants).
-    pub label: String,
-    pub op_type: String,
+    pub label: Arc<str>,
+    pub op_type: Arc<str>,
     pub type_index: u32,
     pub step_index: u32,
-    /// The ops of each pass, in pass order.
-    pub ops: Vec<OpId>,
+    /// The ops of each pass, in pass order (most layers run once: kept inline, no allocation).
+    pub ops: OpIdList,
 }
 
 /// Whether the capture saw everything, and whether it ended early.
@@ -221,7 +226,7 @@ impl Trace {
     pub fn op_type(&self, op: &Op) -> &str {
         self.func_names
             .get(op.func as usize)
-            .map_or("", |func| func.op_type.as_str())
+            .map_or("", |func| &*func.op_type)
     }
 
     /// The layer an op belongs to.
@@ -276,7 +281,7 @@ impl Trace {
         let layer = self
             .layers
             .iter()
-            .find(|layer| layer.label == layer_label)?;
+            .find(|layer| &*layer.label == layer_label)?;
         layer.ops.get(pass.checked_sub(1)?).copied()
     }
 }

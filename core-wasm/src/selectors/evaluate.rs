@@ -239,7 +239,9 @@ impl Context<'_> {
             .trace
             .func_names
             .iter()
-            .map(|func| func.name == name || func.op_type == name || func.op_type == wanted_type)
+            .map(|func| {
+                func.name == name || &*func.op_type == name || *func.op_type == *wanted_type
+            })
             .collect();
         let mut mask = TruthMask::constant(start, len, false);
         for (offset, op) in self.ops(start, len).iter().enumerate() {
@@ -261,7 +263,7 @@ impl Context<'_> {
             .trace
             .layers
             .iter()
-            .position(|layer| layer.label == layer_label)
+            .position(|layer| &*layer.label == layer_label)
         else {
             return mask;
         };

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
-use crate::model::{BackwardGraph, Trace, GRAD_TENSOR_PREFIX};
+use crate::model::{share_repeated_text, BackwardGraph, Trace, GRAD_TENSOR_PREFIX};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -548,6 +548,7 @@ fn decode_trace_body(body: &[u8], expected: Option<u32>) -> CoreResult<Trace> {
         )));
     }
     validate_trace(&trace)?;
+    share_repeated_text(&mut trace);
     Ok(trace)
 }
 
@@ -562,7 +563,7 @@ fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<(
         if op.payload.is_none() {
             continue;
         }
-        let slot = *index.get(op.label.as_str()).ok_or_else(|| {
+        let slot = *index.get(&*op.label).ok_or_else(|| {
             payload_mismatch(format!(
                 "op {} has a payload but the file holds no tensor for it",
                 op.label

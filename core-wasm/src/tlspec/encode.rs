@@ -253,7 +253,7 @@ fn pending_payload(
     slot: PayloadSlot,
     record: &crate::model::Op,
 ) -> CoreResult<Pending<'_>> {
-    let label = record.label.as_str();
+    let label = &*record.label;
     if label.starts_with(RESERVED_TENSOR_PREFIX) || label == super::header::METADATA_KEY {
         return Err(encode_error(
             "tlspec_label_reserved",

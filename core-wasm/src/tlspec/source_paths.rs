@@ -76,12 +76,12 @@ pub(crate) fn rewritten(trace: &Trace, manifest: &Manifest) -> CoreResult<Option
                     .ops
                     .iter()
                     .filter_map(|op| op.source.as_ref())
-                    .map(|source| source.file.as_str()),
+                    .map(|source| &*source.file),
             );
             let mut copy = trace.clone();
             for source in copy.ops.iter_mut().filter_map(|op| op.source.as_mut()) {
                 if is_absolute(&source.file) {
-                    source.file = relative(&source.file, depth);
+                    source.file = relative(&source.file, depth).into();
                 }
             }
             Ok(Some(copy))

@@ -112,7 +112,7 @@ pub fn validate_trace(trace: &Trace) -> CoreResult<()> {
                 format!("op {index}'s input/output relative")
             })?;
         }
-        if !labels.insert(op.label.as_str()) {
+        if !labels.insert(&*op.label) {
             return Err(invalid(
                 "trace_duplicate_label",
                 format!("label `{}` names more than one op", op.label),

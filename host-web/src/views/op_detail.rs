@@ -97,7 +97,7 @@ fn refs(trace: &Trace, edges: &[torchlens_core::model::Edge]) -> Vec<OpRef> {
         .filter_map(|edge| {
             Some(OpRef {
                 id: edge.op,
-                label: trace.ops.get(edge.op as usize)?.label.clone(),
+                label: trace.ops.get(edge.op as usize)?.label.to_string(),
                 position: edge.position,
             })
         })
@@ -140,8 +140,8 @@ pub fn op_detail(header: &HeaderInfo, trace: &Trace, id: OpId) -> WebResult<OpDe
         .collect();
     Ok(OpDetail {
         id,
-        label: op.label.clone(),
-        layer_label: layer.map_or_else(String::new, |layer| layer.label.clone()),
+        label: op.label.to_string(),
+        layer_label: layer.map_or_else(String::new, |layer| layer.label.to_string()),
         pass: op.pass,
         num_passes: layer.map_or(1, |layer| layer.ops.len()),
         func_name: trace.func_name(op).to_string(),

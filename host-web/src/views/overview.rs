@@ -93,7 +93,7 @@ pub fn overview(header: &HeaderInfo, trace: &Trace) -> Overview {
     .map(|(key, value)| (key.to_string(), value.clone()))
     .collect();
     pairs.extend(manifest.extra.iter().cloned());
-    let label = |op: &u32| trace.ops.get(*op as usize).map(|op| op.label.clone());
+    let label = |op: &u32| trace.ops.get(*op as usize).map(|op| op.label.to_string());
     let saved_grads = trace.backward.as_ref().map_or(0, |backward| {
         backward
             .grads

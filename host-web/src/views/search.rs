@@ -28,7 +28,7 @@ pub fn search(trace: &Trace, expression: &str) -> WebResult<SearchResult> {
     let listed = ops
         .iter()
         .take(MAX_LISTED_MATCHES)
-        .filter_map(|&id| Some((id, trace.ops.get(id as usize)?.label.clone())))
+        .filter_map(|&id| Some((id, trace.ops.get(id as usize)?.label.to_string())))
         .collect();
     Ok(SearchResult {
         count: ops.len(),

@@ -23,6 +23,7 @@ belongs to comes from the trace (``op._info["value"]``). The core folds the deci
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from .value_independence import value_independent
@@ -63,6 +64,12 @@ class ParamRef(ValueRef):
     __slots__ = ()
 
 
+#: The keyword template of a call that passed no keyword arguments (most calls): one read-only
+#: mapping shared by their records instead of an empty dict each (on a long trace that dict is a
+#: sixth of the records' memory).
+NO_KEYWORDS: Mapping[str, Any] = MappingProxyType({})
+
+
 class ReplayRecord:
     """How to re-run the op that produced one value: ``call(*args, **kwargs)`` with the
     templates' references filled in; ``output_index`` picks this value among several results.
@@ -81,7 +88,7 @@ class ReplayRecord:
         call: Optional[Callable[..., Any]],
         func_name: str,
         args: tuple = (),
-        kwargs: Optional[dict] = None,
+        kwargs: Optional[Mapping[str, Any]] = None,
         output_index: Optional[int] = None,
         opaque: bool = False,
         seam: bool = False,
@@ -90,7 +97,7 @@ class ReplayRecord:
         self.call = call
         self.func_name = func_name
         self.args = args
-        self.kwargs: dict = {} if kwargs is None else kwargs
+        self.kwargs: Mapping[str, Any] = NO_KEYWORDS if kwargs is None else kwargs
         self.output_index = output_index
         self.opaque = opaque
         self.seam = seam
@@ -129,7 +136,7 @@ def argument_template(
     kwargs: dict,
     array_type: Any,
     reference: Callable[[Any], Tuple[int, ValueRef]],
-) -> Tuple[List[Tuple[int, int]], tuple, dict]:
+) -> Tuple[List[Tuple[int, int]], tuple, Mapping[str, Any]]:
     """The parents and replay templates of one call. Each argument of ``array_type`` (at the top
     level, or inside a list or tuple argument) becomes ``reference(array)``'s
     ``(value id, reference)``, positional or keyword; keyword arguments take the positions after
@@ -148,6 +155,8 @@ def argument_template(
         else:
             template.append(argument)
         position += 1
+    if not kwargs:
+        return parents, tuple(template), NO_KEYWORDS
     keywords: dict = {}
     for key, argument in kwargs.items():
         if isinstance(argument, array_type):

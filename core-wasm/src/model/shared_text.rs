@@ -1,0 +1,63 @@
+//! One shared copy of the text many ops of a trace repeat.
+//!
+//! The ops of a loop all name the same file and function, and most layers run once, so their op
+//! carries the layer's own label. Keeping such text once (an `Arc<str>` each op points at)
+//! instead of a copy per op is most of what text costs a long trace's memory.
+
+use super::Trace;
+use crate::events::{SharedSourceLocation, SourceLocation};
+use rustc_hash::FxHashSet as HashSet;
+use std::sync::Arc;
+
+/// The distinct text seen so far.
+#[derive(Debug, Default)]
+pub struct SharedText {
+    seen: HashSet<Arc<str>>,
+}
+
+impl SharedText {
+    /// The shared copy of `text` (made on first sight).
+    pub fn share(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.seen.get(text) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.seen.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// `source` with its file and function replaced by their shared copies.
+    pub fn location<Text: AsRef<str>>(
+        &mut self,
+        source: &SourceLocation<Text>,
+    ) -> SharedSourceLocation {
+        SharedSourceLocation {
+            file: self.share(source.file.as_ref()),
+            line: source.line,
+            function: self.share(source.function.as_ref()),
+        }
+    }
+}
+
+/// Makes `trace` keep one copy of repeated text, as a trace built from events does: a decoded
+/// trace has a copy per op of each source file and function name, of each op label its layer
+/// already holds, and of each layer's op type.
+pub fn share_repeated_text(trace: &mut Trace) {
+    let mut text = SharedText::default();
+    for func in &mut trace.func_names {
+        func.op_type = text.share(&func.op_type);
+    }
+    for layer in &mut trace.layers {
+        layer.op_type = text.share(&layer.op_type);
+    }
+    for op in &mut trace.ops {
+        if let Some(source) = op.source.as_mut() {
+            *source = text.location(source);
+        }
+        if let Some(layer) = trace.layers.get(op.layer as usize) {
+            if layer.label == op.label {
+                op.label = Arc::clone(&layer.label);
+            }
+        }
+    }
+}

@@ -28,17 +28,25 @@ def timed(run: Callable[[], object], repeats: int, statistic: str = "median") ->
     return STATISTICS[statistic](samples)
 
 
-def interleaved(runs: Dict[str, Callable[[], object]], repeats: int, block: int = 1) -> Dict[str, float]:
+def interleaved(
+    runs: Dict[str, Callable[[], object]],
+    repeats: int,
+    block: int = 1,
+    prepare: Optional[Callable[[], object]] = None,
+) -> Dict[str, float]:
     """Median seconds per call of each run, measured in turns (a block of ``block`` calls of
     each, then again): a machine that slows down for a while slows every run alike, so ratios
     between them hold. Within a block the calls run back to back, so work one call leaves
     behind (a garbage collection its allocations trigger) is paid inside its own block rather
-    than by whichever call happens to come next. One warm-up each first."""
+    than by whichever call happens to come next. One warm-up each first. ``prepare``, when
+    given, runs untimed before every block (removing the file the previous block wrote, say)."""
     for run in runs.values():
         run()
     samples: Dict[str, list] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
+            if prepare is not None:
+                prepare()
             start = time.perf_counter()
             for _ in range(block):
                 run()

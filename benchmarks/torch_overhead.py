@@ -3,9 +3,10 @@ reference implementation, in the same run.
 
     python benchmarks/torch_overhead.py [--reference-python PATH] [--repeats N] [--json]
 
-For each model: plain forward, tl.trace saving every op, tl.trace with a narrow ``save=``
-(measured in turns, so a machine that slows for a while slows all three alike); the per-op
-overhead above the plain forward and the ratio to it. ``fixed_cost`` is a one-op model: its
+For each model: plain forward, tl.trace saving every op, tl.trace with a narrow ``save=``, and
+the floor under any capture that saves every value (``torch_floor.py``), measured in turns (a
+machine that slows for a while slows all four alike); the per-op overhead above the plain
+forward and the ratio to it. ``fixed_cost`` is a one-op model: its
 trace minus its forward is the fixed cost of a trace. With ``--reference-python``, the same
 models run under that interpreter's ``torchlens`` (the reference, 2.36.1, whose default
 ``trace`` saves every op) and the figures print side by side.
@@ -168,6 +169,8 @@ def runs_for(call, repeats: int, budget: float = 2.0) -> Tuple[int, int]:
 def measure_ours(repeats: int) -> dict:
     import warnings
 
+    from torch_floor import floor_run
+
     import torchlens as tl
 
     # The narrow selector matches nothing on models without relu or linear (fixed_cost).
@@ -183,6 +186,7 @@ def measure_ours(repeats: int) -> dict:
                 "narrow": lambda model=model, x=x: tl.trace(
                     model, x, save=tl.func("relu") | tl.func("linear")
                 ),
+                "floor": floor_run(model, x),
             }
             turns, block = runs_for(runs["full"], repeats)
             timings = interleaved(runs, turns, block)
@@ -211,6 +215,7 @@ def measure_reference(repeats: int) -> dict:
 def report(ours: dict, reference: dict) -> None:
     header = (
         f"{'model':<18}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}{'µs/op':>8}{'narrow ms':>11}"
+        f"{'floor x':>9}"
     )
     if reference:
         header += f"{'ref ops':>9}{'ref ms':>10}{'ref x':>8}{'ref µs/op':>11}{'speed-up/op':>13}"
@@ -220,6 +225,7 @@ def report(ours: dict, reference: dict) -> None:
         line = (
             f"{name:<18}{row['ops']:>6}{row['plain'] * 1e3:>10.2f}{row['full'] * 1e3:>10.2f}"
             f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['narrow'] * 1e3:>11.2f}"
+            f"{row['floor'] / row['plain']:>9.2f}"
         )
         if name in reference:
             ref = reference[name]

@@ -1,11 +1,12 @@
-//! The hot path of a full torch capture in one native call per op.
+//! The hot path of a torch capture that keeps every value or none, in one native call per op.
 //!
-//! When every op output is held in memory (`save="all"`, no streaming) and no live edit or
-//! gradient capture watches the op, recording an op is mechanical: find the user's line that
-//! called it, name each tensor argument by the value id the capture pinned it under, pin and
-//! hold each output (a detached alias, its version counter noted), keep the op's replay facts
-//! (made into replay records only when replay reads them: `pending_replays`), append the op
-//! event and count it in the session.
+//! When every op output is held in memory (`save="all"`, no streaming), or none is
+//! (`save=False`), and no live edit or gradient capture watches the op, recording an op is
+//! mechanical: find the user's line that called it, name each tensor argument by the value id
+//! the capture gave it, name each output (a held output is pinned and held as a detached alias,
+//! its version counter noted; an output nothing holds carries the capture's tag, as the Python
+//! path tags it), keep the op's replay facts (made into replay records only when replay reads
+//! them: `pending_replays`), append the op event and count it in the session.
 //! [`HeldOpRecorder::record`], called by the function mode right after the op ran, does all of
 //! it here instead of in Python bytecode, which on small models cost about as much as the ops
 //! themselves. It touches only the capture's own Python objects (handed over once), so the
@@ -23,13 +24,14 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use smallvec::SmallVec;
 use torchlens_schema::dtype::Dtype;
 use torchlens_schema::events::{ArgRef, OpEvent, RawEvent, SourceLocation, TensorDesc};
 
 use crate::pending_replays::{Argument, PendingOp, PendingReplays};
 use crate::session::Session;
+use crate::value_tags::ValueTags;
 
 /// Code objects whose skip decision is remembered before the memory starts over (as
 /// `MAX_REMEMBERED_CODE` in `source_location.py`: generated code makes new code objects).
@@ -83,6 +85,11 @@ pub struct HeldOpRecorder {
     remembered_code: Vec<Py<PyAny>>,
     /// Events the session sends per batch (`EVENTS_PER_BATCH` in `adapter_kit/session.py`).
     events_per_batch: u64,
+    /// Whether every output is held (`save="all"`); otherwise none is (`save=False`), and
+    /// outputs are named by tags instead of pins.
+    holds_outputs: bool,
+    /// How the capture tags the tensors it does not pin.
+    tags: ValueTags,
     /// Ops recorded so far (the rest went to the Python path).
     #[pyo3(get)]
     recorded: u64,
@@ -109,6 +116,9 @@ impl HeldOpRecorder {
         python_describe: Py<PyAny>,
         skipped_folders: Vec<String>,
         events_per_batch: u64,
+        holds_outputs: bool,
+        serial: Py<PyAny>,
+        tag_attribute: Py<PyString>,
     ) -> Self {
         Self {
             session,
@@ -131,6 +141,11 @@ impl HeldOpRecorder {
             code_sources: HashMap::new(),
             remembered_code: Vec::new(),
             events_per_batch,
+            holds_outputs,
+            tags: ValueTags {
+                attribute: tag_attribute,
+                serial,
+            },
             recorded: 0,
         }
     }
@@ -146,6 +161,7 @@ impl HeldOpRecorder {
         visit.call(&self.versions)?;
         visit.call(&self.unindexed)?;
         visit.call(&self.replays)?;
+        self.tags.traverse(&visit)?;
         visit.call(&self.dtype_names)?;
         visit.call(&self.python_reference)?;
         visit.call(&self.protect)?;
@@ -192,7 +208,9 @@ impl HeldOpRecorder {
                 Some(flag) => flag.is(&*pyo3::types::PyBool::new(py, true)),
                 None => false,
             };
-        let out_target = if args.is_empty() {
+        // Only held values need protecting from a write (as `Capture.holding` gates it).
+        let holds_outputs = slf.borrow().holds_outputs;
+        let out_target = if args.is_empty() || !holds_outputs {
             None
         } else {
             kwargs.get_item(intern!(py, "out"))?
@@ -201,7 +219,7 @@ impl HeldOpRecorder {
             let protect = slf.borrow().protect.clone_ref(py);
             protect.call1(py, (target,))?;
             func.call(&args, Some(&kwargs))?
-        } else if in_place && !args.is_empty() {
+        } else if in_place && holds_outputs && !args.is_empty() {
             let run_in_place = slf.borrow().run_in_place.clone_ref(py);
             run_in_place
                 .call1(py, (func, name.as_str(), &args, &kwargs))?
@@ -307,12 +325,29 @@ impl HeldOpRecorder {
     /// the Python path would at this point).
     fn value_id_of(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<u64> {
         let key = tensor.as_ptr() as usize;
-        let Some(entry) = self.pinned.bind(py).get_item(key)? else {
-            let (value_id, _reference): (u64, Bound<'_, PyAny>) =
-                self.python_reference.bind(py).call1((tensor,))?.extract()?;
-            return Ok(value_id);
-        };
-        entry.cast::<PyTuple>()?.get_item(1)?.extract()
+        if let Some(entry) = self.pinned.bind(py).get_item(key)? {
+            return entry.cast::<PyTuple>()?.get_item(1)?.extract();
+        }
+        if !self.holds_outputs {
+            if let Some(value_id) = self.tags.value_id(py, tensor)? {
+                return Ok(value_id);
+            }
+        }
+        let (value_id, _reference): (u64, Bound<'_, PyAny>) =
+            self.python_reference.bind(py).call1((tensor,))?.extract()?;
+        Ok(value_id)
+    }
+
+    /// Names an output nothing holds as this capture's value `value_id`: re-pinned if the
+    /// capture already pins the object (an input or parameter an op returned), else tagged
+    /// (as `Capture.record` names it when outputs are not pinned).
+    fn tag(&self, py: Python<'_>, result: &Bound<'_, PyAny>, value_id: u64) -> PyResult<()> {
+        let pinned = self.pinned.bind(py);
+        let key = result.as_ptr() as usize;
+        if pinned.contains(key)? {
+            return pinned.set_item(key, (result, value_id));
+        }
+        self.tags.tag(py, result, value_id)
     }
 
     /// One argument as its replay template keeps it (a tensor becomes its value id and a
@@ -438,8 +473,8 @@ impl HeldOpRecorder {
         }
     }
 
-    /// Holds and names the outputs `results` of one op (see the module docs); None, with
-    /// nothing changed, when the Python path must record it.
+    /// Names the outputs `results` of one op, holding them when the capture holds every output
+    /// (see the module docs); None, with nothing changed, when the Python path must record it.
     #[allow(clippy::too_many_arguments)]
     fn hold<'py>(
         &self,
@@ -493,6 +528,17 @@ impl HeldOpRecorder {
             .extract()?;
         let mut value_id = first_value_id;
         for (result, shape, dtype_name) in described {
+            if !self.holds_outputs {
+                self.tag(py, &result, value_id)?;
+                outputs.push(TensorDesc {
+                    tensor: value_id,
+                    shape: shape.into(),
+                    dtype: Dtype::from_name(&dtype_name),
+                    payload: None,
+                });
+                value_id += 1;
+                continue;
+            }
             pinned.set_item(result.as_ptr() as usize, (&result, value_id))?;
             // The model's own tensor is held; detached only when it carries autograd history.
             let mut kept = if result.getattr(intern!(py, "requires_grad"))?.is_truthy()? {

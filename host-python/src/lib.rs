@@ -9,6 +9,7 @@
 //! - [`module_hooks`]: that capture's global module hooks, called by torch with no Python frame.
 //! - [`pending_replays`]: that capture's replay records, made only when replay reads them.
 //! - [`module_bracket`]: a module's bracketed `forward`, reporting its calls with no Python frame.
+//! - [`value_tags`]: how a torch capture names the tensors it does not hold.
 
 mod convert;
 mod engine;
@@ -19,6 +20,7 @@ mod module_hooks;
 mod pending_replays;
 mod session;
 mod trace;
+mod value_tags;
 
 use pyo3::prelude::*;
 

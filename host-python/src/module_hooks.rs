@@ -1,22 +1,24 @@
-//! Torch's global module hooks of a full capture, as native callables.
+//! Torch's module hooks of a capture that keeps every value or none, as native callables.
 //!
 //! A capture that records its ops in one call each (`held_op`) and has no live edits only
 //! reports module calls: the module's id on entry, the value ids it returns on exit. Torch calls
 //! these hooks on every module call, so `pre` and `post` are registered with torch as they are,
 //! with no Python frame between. They read the capture's own dicts (module ids and pinned
-//! tensors, the same objects the Python hooks read) and append the events to the session. A
-//! call they do not handle (another thread's, a module the capture has not declared, an output
-//! that is not one pinned tensor) goes to the capture's Python hook, which stays the
-//! definition (`Capture.pre_hook` / `Capture.post_hook` in `backends/torch/capture.py`).
+//! tensors, the same objects the Python hooks read, and the tags of tensors it does not pin) and
+//! append the events to the session. A call they do not handle (another thread's, a module the
+//! capture has not declared, an output that is not one named tensor) goes to the capture's
+//! Python hook, which stays the definition (`Capture.pre_hook` / `Capture.post_hook` in
+//! `backends/torch/capture.py`).
 
 use std::os::raw::c_ulong;
 
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use torchlens_schema::events::RawEvent;
 
 use crate::session::Session;
+use crate::value_tags::ValueTags;
 
 /// The hooks of one capture (see the module docs).
 #[pyclass(module = "torchlens._native", frozen)]
@@ -31,6 +33,9 @@ pub struct ModuleCallHooks {
     owner_thread: c_ulong,
     python_pre: Py<PyAny>,
     python_post: Py<PyAny>,
+    /// How the capture tags the tensors it does not pin (`save=False`: module outputs are
+    /// tagged op outputs).
+    tags: ValueTags,
 }
 
 impl ModuleCallHooks {
@@ -63,6 +68,7 @@ impl ModuleCallHooks {
 #[pymethods]
 impl ModuleCallHooks {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         session: Py<Session>,
         module_ids: Py<PyDict>,
@@ -71,6 +77,8 @@ impl ModuleCallHooks {
         owner_thread: c_ulong,
         python_pre: Py<PyAny>,
         python_post: Py<PyAny>,
+        serial: Py<PyAny>,
+        tag_attribute: Py<PyString>,
     ) -> Self {
         Self {
             session,
@@ -80,6 +88,10 @@ impl ModuleCallHooks {
             owner_thread,
             python_pre,
             python_post,
+            tags: ValueTags {
+                attribute: tag_attribute,
+                serial,
+            },
         }
     }
 
@@ -92,7 +104,7 @@ impl ModuleCallHooks {
         visit.call(&self.tensor_type)?;
         visit.call(&self.python_pre)?;
         visit.call(&self.python_post)?;
-        Ok(())
+        self.tags.traverse(&visit)
     }
 
     /// The global forward pre-hook.
@@ -127,8 +139,11 @@ impl ModuleCallHooks {
         if let Some(module_id) = self.module_id(py, module)? {
             if output.is_instance(self.tensor_type.bind(py))? {
                 let key = output.as_ptr() as usize;
-                if let Some(entry) = self.pinned.bind(py).get_item(key)? {
-                    let value_id: u64 = entry.cast::<PyTuple>()?.get_item(1)?.extract()?;
+                let value_id = match self.pinned.bind(py).get_item(key)? {
+                    Some(entry) => Some(entry.cast::<PyTuple>()?.get_item(1)?.extract()?),
+                    None => self.tags.value_id(py, output)?,
+                };
+                if let Some(value_id) = value_id {
                     let event = RawEvent::Exit {
                         module: module_id,
                         outputs: vec![value_id],

@@ -42,7 +42,7 @@ class _Mixed(nn.Module):
         return torch.where(y > 0, y, torch.zeros_like(y)).sum(dim=-1)
 
 
-def _trace(model, x, monkeypatch, native: bool):
+def _trace(model, x, monkeypatch, native: bool, save: bool = True):
     """A trace of ``model`` with the one-call path on or off, and the ops that path recorded."""
     recorders = []
     real = Capture._held_recorder
@@ -55,7 +55,7 @@ def _trace(model, x, monkeypatch, native: bool):
     with monkeypatch.context() as patch:
         patch.setattr(Capture, "_held_recorder", keep)
         with torch.no_grad():
-            trace = tl.trace(model, x)
+            trace = tl.trace(model, x, save=save)
     return trace, sum(recorder.recorded for recorder in recorders if recorder is not None)
 
 
@@ -112,10 +112,13 @@ def _replay_facts(trace):
 CASES = [*battery(), ("mixed", _Mixed().eval(), torch.randn(3, 6))]
 
 
+@pytest.mark.parametrize("save", [True, False], ids=["every value saved", "nothing saved"])
 @pytest.mark.parametrize("name,model,x", CASES, ids=[case[0] for case in CASES])
-def test_the_one_call_path_records_what_the_python_path_records(name, model, x, monkeypatch):
-    fast, recorded = _trace(model, x, monkeypatch, native=True)
-    slow, fallback_only = _trace(model, x, monkeypatch, native=False)
+def test_the_one_call_path_records_what_the_python_path_records(name, model, x, save, monkeypatch):
+    """Both when every output is held and when none is (``save=False``: outputs are tagged, not
+    pinned, and carry no payload)."""
+    fast, recorded = _trace(model, x, monkeypatch, native=True, save=save)
+    slow, fallback_only = _trace(model, x, monkeypatch, native=False, save=save)
     assert fallback_only == 0
     if NATIVE_HOST:
         assert recorded > 0, "the native host recorded no op in one call"
@@ -137,7 +140,7 @@ def test_the_one_call_path_records_what_the_python_path_records(name, model, x, 
 def test_calls_without_keywords_share_one_empty_keyword_template(save):
     """A long trace keeps no empty dict per op: the records of calls that passed no keyword
     argument share ``NO_KEYWORDS`` (the one-call path's records, made on first read, and the
-    Python path's, which ``save=False`` takes), and a call with keywords keeps its own."""
+    Python path's on the wasmtime-py host), and a call with keywords keeps its own."""
     with torch.no_grad():
         trace = tl.trace(_Mixed().eval(), torch.randn(3, 6), save=save)
     records = trace._runtime.records.values()

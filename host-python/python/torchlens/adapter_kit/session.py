@@ -289,6 +289,13 @@ class CaptureSession:
         :meth:`held_op`."""
         return self._keep_outputs and self._selector is None and self.spool is None
 
+    @property
+    def holds_no_output(self) -> bool:
+        """Whether no op output is kept (``save=False``, nothing streamed): nothing is decided
+        per output, so an adapter may report an op's outputs with no payload and no decision
+        (the torch adapter's native recorder appends such ops to the session itself)."""
+        return not self._keep_outputs and self._selector is None and self.spool is None
+
     def held_op(
         self,
         func: str,

@@ -157,11 +157,12 @@ class Capture(LiveEditHost):
 
     def _held_recorder(self) -> Any:
         """The native host's recorder of this capture's ops (``_native.HeldOpRecorder``, see
-        ``host-python/src/held_op.rs``) when every output is held; None otherwise (and on the
-        wasmtime-py host). With a recorder, ``replays`` gets the store where it keeps its ops'
-        replay facts until they are read (``_native.PendingReplays``)."""
+        ``host-python/src/held_op.rs``) when every output is held, or none is (``save=False``);
+        None otherwise (and on the wasmtime-py host). With a recorder, ``replays`` gets the store
+        where it keeps its ops' replay facts until they are read (``_native.PendingReplays``)."""
         native = self.session.native
-        if not (self.holds_every_output and self.pin_outputs):
+        holds_outputs = self.holds_every_output and self.pin_outputs
+        if not (holds_outputs or self.session.holds_no_output):
             return None
         try:
             from torchlens._native import HeldOpRecorder, PendingReplays, Session
@@ -187,6 +188,9 @@ class Capture(LiveEditHost):
             self._describe,
             list(_SOURCES.skipped_folders),
             EVENTS_PER_BATCH,
+            holds_outputs,
+            self.serial,
+            ID_ATTRIBUTE,
         )
 
     def _describe(self, func: Any) -> Tuple[str, bool]:
@@ -214,7 +218,8 @@ class Capture(LiveEditHost):
             with _RecordingMode(self):
                 yield
             return
-        self.holding = True  # every output it records is held
+        if self.pin_outputs:
+            self.holding = True  # every output it records is held (none is with save=False)
         _PUSH_MODE(recorder)
         try:
             yield
@@ -498,6 +503,8 @@ class Capture(LiveEditHost):
             self.owner_thread,
             self.pre_hook,
             self.post_hook,
+            self.serial,
+            ID_ATTRIBUTE,
         )
         return hooks.pre, hooks.post, hooks
 

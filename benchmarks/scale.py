@@ -139,7 +139,9 @@ def measure(sizes: List[int], tlspec: str) -> dict:
         )
         row.update(json.loads(done.stdout.strip().splitlines()[-1]))
         rows.append(row)
-    slopes = {key: slope(rows, key) for key in ("capture_s", "save_s", "load_s", "cli_inspect_s")}
+    # A slope needs two sizes at least (``--ops 100000`` alone reports none).
+    keys = ("capture_s", "save_s", "load_s", "cli_inspect_s") if len(set(sizes)) > 1 else ()
+    slopes = {key: slope(rows, key) for key in keys}
     return {"rows": rows, "slopes": slopes}
 
 
@@ -155,7 +157,9 @@ def report(result: dict) -> None:
             f"{row['metadata_bytes_per_op']:>11.0f}{row['saved_all_bytes_per_op']:>10.0f}"
             f"{row['file_bytes_per_op']:>11.0f}"
         )
-    print("log-log slope (1.0 = linear): " + ", ".join(f"{k} {v:.2f}" for k, v in result["slopes"].items()))
+    if result["slopes"]:
+        slopes = ", ".join(f"{key} {value:.2f}" for key, value in result["slopes"].items())
+        print(f"log-log slope (1.0 = linear): {slopes}")
 
 
 def main() -> None:

@@ -17,8 +17,8 @@
 //! constant read for the first time) is named by the capture's own `_reference`, as the Python
 //! path names it. Anything this path does not handle (tensors inside a list argument, a dtype
 //! without a neutral name) returns `None` before any side effect of its own, and the Python
-//! path records the op. Under a `save=` selector that includes an op the plan cannot decide at
-//! once (a module's outputs, a window, a graph term) and while such a decision is pending.
+//! path records the op; so does an op a `save=` selector's plan cannot decide at once (a
+//! module's outputs, a window, a graph term), and every op while such a decision is pending.
 
 use std::collections::HashMap;
 

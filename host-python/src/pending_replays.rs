@@ -12,7 +12,8 @@
 
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
+use smallvec::SmallVec;
 
 /// One argument of a recorded op: a value passed as it is, or a tensor named by its value id.
 pub enum Argument {
@@ -22,11 +23,17 @@ pub enum Argument {
     Tensor(u64),
 }
 
+/// Arguments kept inline: an op's facts live until replay reads them, and a heap block per op
+/// for a few arguments, allocated while the forward frees activations around it, fragmented
+/// glibc's heap (a capture's peak memory came out several times higher in some runs).
+pub type Arguments = SmallVec<[Argument; 4]>;
+
 /// One recorded op's replay facts.
 pub struct PendingOp {
     pub func: Py<PyAny>,
-    pub name: String,
-    pub args: Vec<Argument>,
+    /// Interned once per name (a Python string, not a heap block per op; see [`Arguments`]).
+    pub name: Py<PyString>,
+    pub args: Arguments,
     pub keywords: Vec<(Py<PyAny>, Argument)>,
     /// The value id of its first output; the others follow in order.
     pub first_value: u64,
@@ -145,7 +152,7 @@ impl PendingReplays {
                 let output_index = if op.multiple { Some(index) } else { None };
                 let record = replay_record.call1((
                     &op.func,
-                    op.name.as_str(),
+                    op.name.bind(py),
                     &template,
                     &keyword_template,
                     output_index,

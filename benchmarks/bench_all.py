@@ -111,7 +111,7 @@ def per_op(row: Dict[str, Any]) -> Optional[float]:
     """µs per op above the plain call, or None for a row that failed."""
     if not row or "failed" in row:
         return None
-    return (row["full"] - row["plain"]) / row["ops"] * 1e6
+    return figure_of("per_op_us", row, "full")
 
 
 def capture_rows(backend: str, part: Dict[str, Any]) -> List[Tuple[str, ...]]:
@@ -159,8 +159,9 @@ def capture_rows(backend: str, part: Dict[str, Any]) -> List[Tuple[str, ...]]:
     return rows
 
 
-def torch_figure(kind: str, row: Dict[str, Any], run: str) -> float:
-    """A torch target's figure for one run of a row (``full``: the trace; ``floor``)."""
+def figure_of(kind: str, row: Dict[str, Any], run: str) -> float:
+    """A target's figure for one run of a row (``full``: the trace; ``floor``): µs per op or
+    per trace above plain, or the ratio to plain."""
     if kind == "per_op_us":
         return (row[run] - row["plain"]) / row["ops"] * 1e6
     if kind == "fixed_us":
@@ -177,12 +178,12 @@ def torch_checks(part: Dict[str, Any]) -> List[Tuple[str, str, str]]:
         if row is None or "failed" in row:
             checks.append((f"torch {model}: ≤ {limit} {unit}", "not measured", "no"))
             continue
-        value = torch_figure(kind, row, "full")
+        value = figure_of(kind, row, "full")
         shown = f"{value:.2f}" if kind == "ratio" else f"{value:.1f}"
         if "floor" in row:
             # The same figure for the floor under any capture that saves every value
             # (torch_floor.py), measured in the same turns: what no recorder can go below.
-            floor = torch_figure(kind, row, "floor")
+            floor = figure_of(kind, row, "floor")
             shown += f" (floor {floor:.2f})" if kind == "ratio" else f" (floor {floor:.1f})"
         checks.append((f"torch {model}: ≤ {limit} {unit}", shown, "yes" if value <= limit else "no"))
     return checks

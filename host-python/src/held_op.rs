@@ -1,12 +1,13 @@
-//! The hot path of a torch capture that keeps every value or none, in one native call per op.
+//! The hot path of a torch capture in one native call per op.
 //!
-//! When every op output is held in memory (`save="all"`, no streaming), or none is
-//! (`save=False`), and no live edit or gradient capture watches the op, recording an op is
-//! mechanical: find the user's line that called it, name each tensor argument by the value id
-//! the capture gave it, name each output (a held output is pinned and held as a detached alias,
-//! its version counter noted; an output nothing holds carries the capture's tag, as the Python
-//! path tags it), keep the op's replay facts (made into replay records only when replay reads
-//! them: `pending_replays`), append the op event and count it in the session.
+//! When every op output is held in memory (`save="all"`, no streaming), none is (`save=False`),
+//! or a `save=` selector's live plan decides each op at once, and no live edit or gradient
+//! capture watches the op, recording an op is mechanical: find the user's line that called it,
+//! name each tensor argument by the value id the capture gave it, name each output (with every
+//! value saved it is pinned and held as a detached alias, its version counter noted; otherwise
+//! it carries the capture's tag, as the Python path tags it, and an output the plan selects is
+//! held through the session's `hold`), keep the op's replay facts (made into replay records only
+//! when replay reads them: `pending_replays`), append the op event and count it in the session.
 //! [`HeldOpRecorder::record`], called by the function mode right after the op ran, does all of
 //! it here instead of in Python bytecode, which on small models cost about as much as the ops
 //! themselves. It touches only the capture's own Python objects (handed over once), so the
@@ -16,7 +17,8 @@
 //! constant read for the first time) is named by the capture's own `_reference`, as the Python
 //! path names it. Anything this path does not handle (tensors inside a list argument, a dtype
 //! without a neutral name) returns `None` before any side effect of its own, and the Python
-//! path records the op.
+//! path records the op. Under a `save=` selector that includes an op the plan cannot decide at
+//! once (a module's outputs, a window, a graph term) and while such a decision is pending.
 
 use std::collections::HashMap;
 
@@ -85,9 +87,8 @@ pub struct HeldOpRecorder {
     remembered_code: Vec<Py<PyAny>>,
     /// Events the session sends per batch (`EVENTS_PER_BATCH` in `adapter_kit/session.py`).
     events_per_batch: u64,
-    /// Whether every output is held (`save="all"`); otherwise none is (`save=False`), and
-    /// outputs are named by tags instead of pins.
-    holds_outputs: bool,
+    /// Which outputs the capture keeps.
+    keeping: Keeping,
     /// How the capture tags the tensors it does not pin.
     tags: ValueTags,
     /// Ops recorded so far (the rest went to the Python path).
@@ -116,11 +117,21 @@ impl HeldOpRecorder {
         python_describe: Py<PyAny>,
         skipped_folders: Vec<String>,
         events_per_batch: u64,
-        holds_outputs: bool,
+        keeping: &str,
         serial: Py<PyAny>,
         tag_attribute: Py<PyString>,
-    ) -> Self {
-        Self {
+    ) -> PyResult<Self> {
+        let keeping = match keeping {
+            "all" => Keeping::Every,
+            "none" => Keeping::Nothing,
+            "selected" => Keeping::Selected,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "keeping is all, none or selected, not {other:?}"
+                )))
+            }
+        };
+        Ok(Self {
             session,
             capture_session,
             tensor_type,
@@ -141,13 +152,13 @@ impl HeldOpRecorder {
             code_sources: HashMap::new(),
             remembered_code: Vec::new(),
             events_per_batch,
-            holds_outputs,
+            keeping,
             tags: ValueTags {
                 attribute: tag_attribute,
                 serial,
             },
             recorded: 0,
-        }
+        })
     }
 
     /// The Python objects held, for the cyclic collector (the capture's `_reference` makes a
@@ -208,18 +219,20 @@ impl HeldOpRecorder {
                 Some(flag) => flag.is(&*pyo3::types::PyBool::new(py, true)),
                 None => false,
             };
-        // Only held values need protecting from a write (as `Capture.holding` gates it).
-        let holds_outputs = slf.borrow().holds_outputs;
-        let out_target = if args.is_empty() || !holds_outputs {
+        let out_target = if args.is_empty() {
             None
         } else {
             kwargs.get_item(intern!(py, "out"))?
         };
+        // Only held values need protecting from a write (as `Capture.holding` gates it).
+        let protects = (out_target.is_some() || (in_place && !args.is_empty()))
+            && slf.borrow().protects(py)?;
+        let out_target = out_target.filter(|_| protects);
         let out = if let Some(target) = out_target {
             let protect = slf.borrow().protect.clone_ref(py);
             protect.call1(py, (target,))?;
             func.call(&args, Some(&kwargs))?
-        } else if in_place && holds_outputs && !args.is_empty() {
+        } else if in_place && protects && !args.is_empty() {
             let run_in_place = slf.borrow().run_in_place.clone_ref(py);
             run_in_place
                 .call1(py, (func, name.as_str(), &args, &kwargs))?
@@ -257,7 +270,86 @@ struct HeldOp {
 /// Parent edges of one op: `(value id, argument position)`.
 type Parents = SmallVec<[(u64, u32); 4]>;
 
+/// Which op outputs a capture keeps, as the recorder serves it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keeping {
+    /// Every output, pinned and held here (`save="all"`).
+    Every,
+    /// None (`save=False`): outputs are tagged and carry no payload.
+    Nothing,
+    /// What the `save=` selector's live plan selects: outputs are tagged, the selected ones
+    /// held through the session's `hold`.
+    Selected,
+}
+
+/// What the live plan answered for one op (the same for each of its outputs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PlanAnswer {
+    /// The selector compiled to no plan: every output is kept (as `CaptureSession.op` does).
+    KeepAll,
+    Selected,
+    Rejected,
+}
+
+/// `SELECTED` and `REJECTED` of `adapter_kit/live_plan.py`: the plan's answers for an op it
+/// decides at once (any other answer waits for something, and the Python path records the op).
+const PLAN_SELECTED: u64 = 1;
+const PLAN_REJECTED: u64 = 0;
+
 impl HeldOpRecorder {
+    /// Whether an op about to write into a tensor must first protect what the capture holds:
+    /// always when every value is held, never when none is, else once something is held
+    /// (`Capture.holding`, read off the capture that `protect` belongs to).
+    fn protects(&self, py: Python<'_>) -> PyResult<bool> {
+        match self.keeping {
+            Keeping::Every => Ok(true),
+            Keeping::Nothing => Ok(false),
+            Keeping::Selected => self
+                .protect
+                .bind(py)
+                .getattr(intern!(py, "__self__"))?
+                .getattr(intern!(py, "holding"))?
+                .is_truthy(),
+        }
+    }
+
+    /// The live plan's answer for an op of `name`, as `CaptureSession.op` asks it; None when it
+    /// must wait (or a decision of an earlier op still waits): the Python path records the op.
+    fn plan_answer(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        capture_session: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PlanAnswer>> {
+        if capture_session
+            .getattr(intern!(py, "_windows"))?
+            .is_truthy()?
+        {
+            return Ok(None);
+        }
+        let plan = if capture_session
+            .getattr(intern!(py, "_plan_stale"))?
+            .is_truthy()?
+        {
+            capture_session.call_method0(intern!(py, "_compile_plan"))?
+        } else {
+            capture_session.getattr(intern!(py, "_plan"))?
+        };
+        if plan.is_none() {
+            return Ok(Some(PlanAnswer::KeepAll));
+        }
+        let open_calls = capture_session.getattr(intern!(py, "_open_calls"))?;
+        let answer: u64 = plan
+            .getattr(intern!(py, "decide"))?
+            .call1((name, open_calls, true))?
+            .extract()?;
+        Ok(match answer {
+            PLAN_SELECTED => Some(PlanAnswer::Selected),
+            PLAN_REJECTED => Some(PlanAnswer::Rejected),
+            _ => None,
+        })
+    }
+
     /// Records the op `func` (named `name`) that returned `out`: True when recorded, False when
     /// `out` holds no tensor (nothing to record), None when the Python path must record it
     /// (nothing was changed).
@@ -328,7 +420,7 @@ impl HeldOpRecorder {
         if let Some(entry) = self.pinned.bind(py).get_item(key)? {
             return entry.cast::<PyTuple>()?.get_item(1)?.extract();
         }
-        if !self.holds_outputs {
+        if self.keeping != Keeping::Every {
             if let Some(value_id) = self.tags.value_id(py, tensor)? {
                 return Ok(value_id);
             }
@@ -517,6 +609,14 @@ impl HeldOpRecorder {
             let shape: Vec<u64> = result.getattr(intern!(py, "shape"))?.extract()?;
             described.push((result, shape, dtype_name.extract::<String>()?));
         }
+        // The plan decides before anything is changed (it answers alike for every output).
+        let answer = match self.keeping {
+            Keeping::Selected => match self.plan_answer(py, name, capture_session)? {
+                Some(answer) => Some(answer),
+                None => return Ok(None),
+            },
+            _ => None,
+        };
         let pinned = self.pinned.bind(py);
         let payloads = self.payloads.bind(py);
         let versions = self.versions.bind(py);
@@ -528,13 +628,26 @@ impl HeldOpRecorder {
             .extract()?;
         let mut value_id = first_value_id;
         for (result, shape, dtype_name) in described {
-            if !self.holds_outputs {
+            if self.keeping != Keeping::Every {
                 self.tag(py, &result, value_id)?;
+                if matches!(answer, Some(PlanAnswer::Selected | PlanAnswer::KeepAll)) {
+                    if answer == Some(PlanAnswer::Selected) {
+                        capture_session
+                            .getattr(intern!(py, "selected"))?
+                            .call_method1(intern!(py, "add"), (value_id,))?;
+                    }
+                    let kept = capture_session
+                        .getattr(intern!(py, "hold"))?
+                        .call1((value_id, &result))?;
+                    payloads.set_item(value_id, kept)?;
+                }
                 outputs.push(TensorDesc {
                     tensor: value_id,
                     shape: shape.into(),
                     dtype: Dtype::from_name(&dtype_name),
-                    payload: None,
+                    // A rejected output's slot is named anyway (as `CaptureSession.op` names it:
+                    // a call may still return the value); with nothing saved there is none.
+                    payload: answer.map(|_| value_id),
                 });
                 value_id += 1;
                 continue;

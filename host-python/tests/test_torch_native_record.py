@@ -112,11 +112,22 @@ def _replay_facts(trace):
 CASES = [*battery(), ("mixed", _Mixed().eval(), torch.randn(3, 6))]
 
 
-@pytest.mark.parametrize("save", [True, False], ids=["every value saved", "nothing saved"])
+#: ``save=`` arguments the one-call path serves: every value, none, and selectors whose live plan
+#: decides at each op, by function or by the module calls open (the last also names a module's
+#: outputs, which waits for the call's exit: those ops take the Python path).
+SAVES = {
+    "every value saved": True,
+    "nothing saved": False,
+    "by function": tl.func("relu") | tl.func("linear") | tl.func("add"),
+    "inside a module or its outputs": tl.in_module("fc") | tl.module("fc") | tl.func("sum"),
+}
+
+
+@pytest.mark.parametrize("save", list(SAVES.values()), ids=list(SAVES))
 @pytest.mark.parametrize("name,model,x", CASES, ids=[case[0] for case in CASES])
 def test_the_one_call_path_records_what_the_python_path_records(name, model, x, save, monkeypatch):
-    """Both when every output is held and when none is (``save=False``: outputs are tagged, not
-    pinned, and carry no payload)."""
+    """With every output held, none (outputs are tagged, not pinned, and carry no payload), and
+    a narrow ``save=`` (tagged outputs, the selected ones held)."""
     fast, recorded = _trace(model, x, monkeypatch, native=True, save=save)
     slow, fallback_only = _trace(model, x, monkeypatch, native=False, save=save)
     assert fallback_only == 0

@@ -145,6 +145,8 @@ class Capture(LiveEditHost):
         #: Whether every op output is held (then ``record`` holds them itself, see
         #: ``CaptureSession.held_op``).
         self.holds_every_output = session.holds_every_output
+        #: Which outputs the native recorder keeps (``all``, ``none``, ``selected``; set with it).
+        self.recorder_keeping = ""
         #: The native host's one-call recorder of this capture's ops, or None. It holds this
         #: capture's ``_reference``: let go at the end, so the capture is freed by reference
         #: counting, not at the next cyclic collection.
@@ -157,12 +159,20 @@ class Capture(LiveEditHost):
 
     def _held_recorder(self) -> Any:
         """The native host's recorder of this capture's ops (``_native.HeldOpRecorder``, see
-        ``host-python/src/held_op.rs``) when every output is held, or none is (``save=False``);
-        None otherwise (and on the wasmtime-py host). With a recorder, ``replays`` gets the store
-        where it keeps its ops' replay facts until they are read (``_native.PendingReplays``)."""
+        ``host-python/src/held_op.rs``) when every output is held, none is (``save=False``), or
+        a ``save=`` selector's live plan decides them (not a value-dependent one, nothing
+        streamed); None otherwise (and on the wasmtime-py host). With a recorder, ``replays``
+        gets the store where it keeps its ops' replay facts until they are read
+        (``_native.PendingReplays``)."""
         native = self.session.native
-        holds_outputs = self.holds_every_output and self.pin_outputs
-        if not (holds_outputs or self.session.holds_no_output):
+        save = self.session.request.save
+        if self.holds_every_output and self.pin_outputs:
+            self.recorder_keeping = "all"
+        elif self.session.holds_no_output:
+            self.recorder_keeping = "none"
+        elif save.mode == "selected" and not save.value_dependent and self.session.spool is None:
+            self.recorder_keeping = "selected"
+        else:
             return None
         try:
             from torchlens._native import HeldOpRecorder, PendingReplays, Session
@@ -188,7 +198,7 @@ class Capture(LiveEditHost):
             self._describe,
             list(_SOURCES.skipped_folders),
             EVENTS_PER_BATCH,
-            holds_outputs,
+            self.recorder_keeping,
             self.serial,
             ID_ATTRIBUTE,
         )
@@ -491,7 +501,8 @@ class Capture(LiveEditHost):
         when ops are recorded in one call each and no live edit reads module outputs, else
         :meth:`pre_hook` and :meth:`post_hook` (which the native ones hand every call they do not
         handle) and None."""
-        if self.held_recorder is None or self.edits is not None:
+        # A narrow ``save=`` plan reads the open module calls, which the Python hooks track.
+        if self.held_recorder is None or self.edits is not None or self.recorder_keeping == "selected":
             return self.pre_hook, self.post_hook, None
         from torchlens import _native
 

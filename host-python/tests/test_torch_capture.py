@@ -426,3 +426,44 @@ def test_sources_name_the_users_line_through_torch_frames():
         for name, line in expected.items():
             (op,) = [op for op in trace.ops if op.func_name == name]
             assert op.source == (__file__, line, "forward"), (name, op.source)
+
+
+class _ChangesWhatItReads(torch.nn.Module):
+    """A batch norm in training (its forward bumps ``num_batches_tracked`` with ``add_``, and
+    ``F.batch_norm`` updates the running statistics in place right after reading them), and a
+    plain tensor attribute (a constant to the trace) bumped in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.steps = torch.zeros(())
+
+    def forward(self, x):
+        self.steps.add_(1)
+        return self.norm(x) * self.steps
+
+
+@pytest.mark.parametrize("path", ["one-call path", "python path"])
+@pytest.mark.parametrize("save", [True, "mul"], ids=["every value saved", "a narrow save"])
+def test_a_buffer_or_constant_an_op_changes_is_saved_as_the_op_read_it(path, save, monkeypatch):
+    """Buffers and constants are saved with every value and under a narrow ``save=`` (replay reads
+    them as leaves); the value saved is the one the op read, not what the op left in the tensor."""
+    if save == "mul":
+        save = tl.func("mul")
+    from torchlens.backends.torch.capture import Capture
+
+    if path == "python path":
+        monkeypatch.setattr(Capture, "_held_recorder", lambda capture: None)
+    torch.manual_seed(0)
+    model = _ChangesWhatItReads().train()
+    read = [model.steps.clone(), *(buffer.clone() for buffer in model.norm.buffers())]
+    trace = tl.trace(model, torch.randn(8, 4), save=save)
+    leaves = [op for op in trace.ops if op.kind in ("constant", "buffer")]
+    assert [op.kind for op in leaves] == ["constant", "buffer", "buffer", "buffer"]
+    # Read in this order: steps by add_, num_batches_tracked by add_, then the running statistics.
+    expected = [read[0], read[3], read[1], read[2]]
+    assert all(torch.equal(op.value, value) for op, value in zip(leaves, expected)), [
+        op.value for op in leaves
+    ]
+    assert float(model.steps) == 1.0 and int(model.norm.num_batches_tracked) == 1
+    assert not torch.equal(model.norm.running_mean, read[1])

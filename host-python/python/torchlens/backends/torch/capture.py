@@ -73,6 +73,7 @@ class _RecordingMode(TorchFunctionMode):
         if name in MEMORY_EXPORTS:
             capture.memory_exported = True
         in_place = writes_in_place or (bool(kwargs) and kwargs.get("inplace") is True)
+        capture.declare_leaves(args, kwargs)
         if capture.holding and args and "out" in kwargs:
             capture.protect(kwargs["out"])
             out = func(*args, **kwargs)
@@ -411,6 +412,16 @@ class Capture(LiveEditHost):
         else:
             self.session.constant(value_id, copy, shape, dtype)
         return value_id
+
+    def declare_leaves(self, args: tuple, kwargs: dict) -> None:
+        """Declares the buffers and constants an op is about to read for the first time, their
+        values copied now: the op may change them in place (``add_`` on a step counter, a batch
+        norm in training updating its running statistics right after reading them), and the trace
+        keeps what the op read. A tensor inside a list argument (which no in-place op takes) is
+        declared when the op is recorded."""
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(value, torch.Tensor) and self.known_id(value) is None:
+                self._id_of(value)
 
     def _reference(self, tensor: torch.Tensor) -> Tuple[int, ValueRef]:
         pinned = self.pinned.get(id(tensor))

@@ -215,12 +215,9 @@ impl HeldOpRecorder {
         // class) run with torch's mode stack set aside, so they never reach the recorder.
         let (name, writes_in_place) = slf.borrow_mut().describe(py, func)?;
         // Buffers and constants read for the first time are declared (copied) before the op may
-        // change them in place (`Capture.declare_leaves` is the definition).
-        for argument in args.iter().chain(kwargs.values().iter()) {
-            if argument.is_instance(slf.borrow().tensor_type.bind(py))? {
-                slf.borrow().value_id_of(py, &argument)?;
-            }
-        }
+        // change them in place (`Capture.declare_leaves` is the definition); the ids found here
+        // are the ones `record` templates the arguments with.
+        let argument_ids = slf.borrow().argument_ids(py, &args, &kwargs)?;
         let in_place = writes_in_place
             || match kwargs.get_item(intern!(py, "inplace"))? {
                 Some(flag) => flag.is(&*pyo3::types::PyBool::new(py, true)),
@@ -255,6 +252,7 @@ impl HeldOpRecorder {
             args.as_any(),
             kwargs.as_any(),
             &out,
+            &argument_ids,
         )?;
         if recorded.is_some() {
             return Ok(out);
@@ -370,6 +368,7 @@ impl HeldOpRecorder {
         args: &Bound<'_, PyAny>,
         kwargs: &Bound<'_, PyAny>,
         out: &Bound<'_, PyAny>,
+        argument_ids: &[u64],
     ) -> PyResult<Option<bool>> {
         let (Ok(args), Ok(kwargs)) = (args.cast::<PyTuple>(), kwargs.cast::<PyDict>()) else {
             return Ok(None);
@@ -390,6 +389,7 @@ impl HeldOpRecorder {
             multiple,
             source,
             &capture_session,
+            argument_ids,
         )?
         else {
             return Ok(None);
@@ -488,6 +488,33 @@ impl HeldOpRecorder {
         Ok(Some(value_id))
     }
 
+    /// The value ids of the op's top-level tensor arguments (positional, then keyword), in
+    /// order, found before the op runs: a buffer or constant read for the first time is declared
+    /// now, its value copied before the op may change it. An argument keeps its id through the
+    /// op (an in-place op's target is re-named only when its output is recorded).
+    fn argument_ids(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: &Bound<'_, PyDict>,
+    ) -> PyResult<SmallVec<[u64; 4]>> {
+        let tensor_type = self.tensor_type.bind(py);
+        let mut ids = SmallVec::new();
+        for argument in args.iter() {
+            if argument.is_instance(tensor_type)? {
+                ids.push(self.value_id_of(py, &argument)?);
+            }
+        }
+        if !kwargs.is_empty() {
+            for (_, argument) in kwargs.iter() {
+                if argument.is_instance(tensor_type)? {
+                    ids.push(self.value_id_of(py, &argument)?);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// The value id of a tensor argument: a pinned or tagged one's here, a buffer read for the
     /// first time declared here ([`Self::declare_buffer`]), any other's from the capture's own
     /// `_reference` (which declares a constant the first time an op reads it, as the Python path
@@ -530,10 +557,14 @@ impl HeldOpRecorder {
         argument: &Bound<'_, PyAny>,
         position: u32,
         parents: &mut Parents,
+        known: &mut std::slice::Iter<'_, u64>,
     ) -> PyResult<Option<Argument>> {
         let tensor_type = self.tensor_type.bind(py);
         if argument.is_instance(tensor_type)? {
-            let value_id = self.value_id_of(py, argument)?;
+            let value_id = match known.next() {
+                Some(value_id) => *value_id,
+                None => self.value_id_of(py, argument)?,
+            };
             parents.push((value_id, position));
             return Ok(Some(Argument::Tensor(value_id)));
         }
@@ -660,12 +691,15 @@ impl HeldOpRecorder {
         multiple: bool,
         source: Option<(String, u32, String)>,
         capture_session: &Bound<'py, PyAny>,
+        argument_ids: &[u64],
     ) -> PyResult<Option<HeldOp>> {
         let mut parents = Parents::new();
         let mut template = Arguments::new();
         let mut position = 0u32;
+        let mut known = argument_ids.iter();
         for argument in args.iter() {
-            let Some(item) = self.template_of(py, &argument, position, &mut parents)? else {
+            let Some(item) = self.template_of(py, &argument, position, &mut parents, &mut known)?
+            else {
                 return Ok(None);
             };
             template.push(item);
@@ -673,7 +707,8 @@ impl HeldOpRecorder {
         }
         let mut keyword_template = Vec::with_capacity(kwargs.len());
         for (key, argument) in kwargs.iter() {
-            let Some(item) = self.template_of(py, &argument, position, &mut parents)? else {
+            let Some(item) = self.template_of(py, &argument, position, &mut parents, &mut known)?
+            else {
                 return Ok(None);
             };
             keyword_template.push((key.unbind(), item));

@@ -13,12 +13,13 @@
 //! themselves. It touches only the capture's own Python objects (handed over once), so the
 //! Python path (`Capture.record` in `backends/torch/capture.py`, with the `SourceLocator` of
 //! `adapter_kit/source_location.py`) stays the definition: the wasmtime-py host runs that path,
-//! and both hosts run the whole test suite. A tensor the capture has not pinned (a buffer or
+//! and both hosts run the whole test suite. A module buffer read for the first time is declared
+//! here, before the op runs (`declare_buffer`); any other tensor the capture has not named (a
 //! constant read for the first time) is named by the capture's own `_reference`, as the Python
 //! path names it. Anything this path does not handle (tensors inside a list argument, a dtype
 //! without a neutral name) returns `None` before any side effect of its own, and the Python
-//! path records the op. Under a `save=` selector that includes an op the plan cannot decide at
-//! once (a module's outputs, a window, a graph term) and while such a decision is pending.
+//! path records the op. It also records an op that a `save=` selector's plan cannot decide at
+//! once (a module's outputs, a window, a graph term), and every op while such a decision waits.
 
 use std::collections::HashMap;
 

@@ -500,17 +500,11 @@ impl HeldOpRecorder {
         kwargs: &Bound<'_, PyDict>,
     ) -> PyResult<SmallVec<[u64; 4]>> {
         let tensor_type = self.tensor_type.bind(py);
+        let keywords = kwargs.iter().map(|(_, argument)| argument);
         let mut ids = SmallVec::new();
-        for argument in args.iter() {
+        for argument in args.iter().chain(keywords) {
             if argument.is_instance(tensor_type)? {
                 ids.push(self.value_id_of(py, &argument)?);
-            }
-        }
-        if !kwargs.is_empty() {
-            for (_, argument) in kwargs.iter() {
-                if argument.is_instance(tensor_type)? {
-                    ids.push(self.value_id_of(py, &argument)?);
-                }
             }
         }
         Ok(ids)

@@ -149,18 +149,18 @@ fn edits_attach_to_the_producing_op_and_survive_a_tlspec_round_trip() {
     recorder.edit(b, "scale", "scale(0.5)", "module_exit");
     let trace = build(recorder.events);
     let relu = &trace.ops[1];
-    assert_eq!(relu.edits.len(), 1);
+    assert_eq!(relu.edits().len(), 1);
     assert_eq!(
         (
-            relu.edits[0].rule.as_str(),
-            relu.edits[0].action.as_str(),
-            relu.edits[0].timing.as_str()
+            relu.edits()[0].rule.as_str(),
+            relu.edits()[0].action.as_str(),
+            relu.edits()[0].timing.as_str()
         ),
         ("0", "zero_ablate", "output")
     );
-    assert_eq!(trace.ops[2].edits[0].action, "scale(0.5)");
+    assert_eq!(trace.ops[2].edits()[0].action, "scale(0.5)");
     assert!(
-        trace.ops[3].edits.is_empty(),
+        trace.ops[3].edits().is_empty(),
         "the output node is not edited"
     );
 
@@ -173,8 +173,8 @@ fn edits_attach_to_the_producing_op_and_survive_a_tlspec_round_trip() {
     })
     .expect("encodes");
     let (_, decoded) = tlspec::decode_file(&file).expect("decodes");
-    let edits: Vec<_> = decoded.ops.iter().map(|op| op.edits.clone()).collect();
-    let original: Vec<_> = trace.ops.iter().map(|op| op.edits.clone()).collect();
+    let edits: Vec<_> = decoded.ops.iter().map(|op| op.edits().to_vec()).collect();
+    let original: Vec<_> = trace.ops.iter().map(|op| op.edits().to_vec()).collect();
     assert_eq!(edits, original);
 }
 

@@ -233,8 +233,8 @@ fn literal_producers_in_place_and_multi_output_ops() {
     assert_eq!(&*in_place.label, "add_1_4");
     // The split reads the in-place result, not the value before it.
     assert_eq!(trace.ops[4].parents[0].op, 3);
-    assert_eq!(trace.ops[4].output_index, Some(0));
-    assert_eq!(trace.ops[5].output_index, Some(1));
+    assert_eq!(trace.ops[4].output_index(), Some(0));
+    assert_eq!(trace.ops[5].output_index(), Some(1));
     assert_eq!(&*trace.ops[4].label, "split_1_5");
     assert_eq!(&*trace.ops[5].label, "split_2_6");
 }
@@ -252,14 +252,14 @@ fn distances_and_ancestor_sets() {
     let _ = unused;
     let trace = build(recorder.events, TraceOptions::default());
     let add = &trace.ops[4];
-    let distances = add.distances.unwrap();
+    let distances = add.distances().unwrap();
     assert_eq!(distances.min_from_input, Some(1));
     assert_eq!(distances.max_from_input, Some(3));
     assert_eq!(distances.min_to_output, Some(1));
     assert_eq!(add.input_ancestors[..], [0]);
     assert_eq!(add.output_descendants[..], [6]);
     let sigmoid = &trace.ops[5];
-    assert_eq!(sigmoid.distances.unwrap().min_to_output, None);
+    assert_eq!(sigmoid.distances().unwrap().min_to_output, None);
     assert!(sigmoid.output_descendants.is_empty());
     assert_eq!(sigmoid.input_ancestors[..], [1]);
     assert_eq!(ancestors(&trace, 4), vec![0, 2, 3]);
@@ -277,7 +277,7 @@ fn distances_and_ancestor_sets() {
     assert!(trace
         .ops
         .iter()
-        .all(|op| op.distances.is_none() && op.input_ancestors.is_empty()));
+        .all(|op| op.distances().is_none() && op.input_ancestors.is_empty()));
 }
 
 #[test]

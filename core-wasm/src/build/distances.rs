@@ -101,12 +101,12 @@ pub fn compute(trace: &mut Trace) {
     }
 
     for (index, op) in trace.ops.iter_mut().enumerate() {
-        op.distances = Some(Distances {
+        op.set_distances(Some(Distances {
             min_from_input: from_input[index].min,
             max_from_input: from_input[index].max,
             min_to_output: to_output[index].min,
             max_to_output: to_output[index].max,
-        });
+        }));
         op.input_ancestors = ancestors[index].members(&inputs).collect();
         op.output_descendants = descendants[index].members(&outputs).collect();
     }

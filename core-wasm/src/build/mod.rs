@@ -18,8 +18,9 @@ use crate::events::{
     ArgRef, EventStream, ModuleDecl, ModuleId, OpEvent, ParamDecl, RawEvent, TensorDesc, TensorId,
 };
 use crate::model::{
-    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, Module, ModuleCall, Op, OpId,
-    OpIdList, OpKind, Param, ParamList, Shape, SharedText, SiteKey, Trace, TraceOptions,
+    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, LayerTable, Module, ModuleCall, NewOp,
+    Op, OpDetails, OpId, OpIdList, OpKind, OpTable, Param, ParamList, Shape, SharedText, SiteKey,
+    Trace, TraceOptions,
 };
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
 // server, so the fast non-DoS-resistant hash is the right trade.
@@ -108,8 +109,8 @@ impl TraceBuilder {
             trace: Trace {
                 options,
                 func_names: Vec::new(),
-                ops: Vec::new(),
-                layers: Vec::new(),
+                ops: OpTable::new(),
+                layers: LayerTable::new(),
                 modules: vec![root],
                 module_calls: vec![root_call],
                 params: Vec::new(),
@@ -153,9 +154,7 @@ impl TraceBuilder {
     /// Decodes a postcard batch and ingests it.
     pub fn ingest_postcard(&mut self, bytes: &[u8]) -> CoreResult<()> {
         let stream = EventStream::new(bytes)?;
-        // Most events are ops; reserving up front avoids re-copying a large op table as it grows.
         let hint = (stream.len_hint() as usize).min(bytes.len() / 8);
-        self.trace.ops.reserve(hint);
         // Each op event adds about one value and one site: sized once instead of rehashed as
         // they grow.
         self.producers.reserve(hint);
@@ -204,10 +203,12 @@ impl TraceBuilder {
                 timing,
             } => {
                 let op = self.producing_op(value, "events_edit_unknown_value", "an edit")?;
-                self.trace.ops[op as usize].edits.push(EditRecord {
-                    rule,
-                    action,
-                    timing,
+                self.trace.ops[op as usize].edit_details(|details| {
+                    details.edits.push(EditRecord {
+                        rule,
+                        action,
+                        timing,
+                    })
                 });
                 Ok(())
             }
@@ -410,33 +411,27 @@ impl TraceBuilder {
         for &param in &params {
             self.trace.params[param as usize].users.push(id);
         }
-        self.trace.ops.push(Op {
+        self.trace.ops.push(Op::new(NewOp {
             label: Arc::clone(&self.no_label),
             layer,
             pass,
             func,
             kind,
-            name,
             parents,
-            children: Edges::new(),
             params,
             module_call: call,
             shape: value.shape.clone(),
             dtype: value.dtype.clone(),
-            output_index,
-            in_place: false,
             payload: value.payload,
-            attributes: Vec::new(),
-            source: None,
             site,
-            distances: None,
-            input_ancestors: Default::default(),
-            output_descendants: Default::default(),
-            edits: Vec::new(),
-            extras: Vec::new(),
             // An output node repeats its producer's value, so only the producer carries it.
             value: (kind != OpKind::Output).then_some(value.tensor),
-        });
+            details: OpDetails {
+                name,
+                output_index,
+                ..OpDetails::default()
+            },
+        }));
         self.producers.insert(value.tensor, Producer::Op(id));
         Ok(id)
     }
@@ -594,11 +589,12 @@ impl TraceBuilder {
             op.in_place = event.in_place;
             // Attributes and source belong to the call; the first output carries them, later
             // outputs share them by copy only when there are several.
-            op.attributes = if multi_output {
+            let op_attributes = if multi_output {
                 attributes.clone().unwrap_or_default()
             } else {
                 attributes.take().unwrap_or_default()
             };
+            op.edit_details(|details| details.attributes = op_attributes);
             op.source = if multi_output {
                 source.clone()
             } else {
@@ -678,7 +674,7 @@ impl TraceBuilder {
 
     /// Finalizes: closes the root call, links children, labels passes, builds the module tree
     /// and (if enabled) computes distances.
-    pub fn finish(mut self) -> CoreResult<Trace> {
+    pub fn finish(self) -> CoreResult<Trace> {
         let stopped = self.trace.capture.stop_reason.is_some();
         if self.stack.len() > 1 && !stopped {
             let open = self.stack.len() - 1;
@@ -687,14 +683,22 @@ impl TraceBuilder {
                 format!("{open} module call(s) never exited"),
             ));
         }
-        let op_count = self.trace.ops.len() as OpId;
-        for call in &mut self.trace.module_calls {
+        // The builder's maps go before the finalize steps allocate: in the component, memory
+        // they leave free is reused by the labels and edges instead of growing linear memory.
+        let mut trace = self.into_trace();
+        let op_count = trace.ops.len() as OpId;
+        for call in &mut trace.module_calls {
             if call.end_op == OpId::MAX {
                 call.end_op = op_count;
             }
         }
-        finalize(&mut self.trace);
-        Ok(self.trace)
+        finalize(&mut trace);
+        Ok(trace)
+    }
+
+    /// The trace, with the rest of the builder dropped.
+    fn into_trace(self) -> Trace {
+        self.trace
     }
 }
 

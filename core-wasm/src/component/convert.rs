@@ -197,7 +197,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
         func_name: trace.func_name(op).to_string(),
         op_type: trace.op_type(op).to_string(),
         kind: op_kind(op.kind),
-        name: op.name.clone(),
+        name: op.name().map(str::to_string),
         parents: edges(&op.parents),
         children: edges(&op.children),
         params: op
@@ -212,17 +212,17 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             .collect(),
         shape: op.shape.to_vec(),
         dtype: op.dtype.name().to_string(),
-        output_index: op.output_index,
+        output_index: op.output_index(),
         in_place: op.in_place,
         payload: op.payload,
-        attributes: op.attributes.clone(),
+        attributes: op.attributes().to_vec(),
         source: op.source.as_ref().map(|source| wit::SourceLocation {
             file: source.file.to_string(),
             line: source.line,
             function: source.function.to_string(),
         }),
         site_key: trace.site_key(op),
-        distances: op.distances.map(|distances| wit::Distances {
+        distances: op.distances().map(|distances| wit::Distances {
             min_from_input: distances.min_from_input,
             max_from_input: distances.max_from_input,
             min_to_output: distances.min_to_output,
@@ -231,7 +231,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
         input_ancestors: op.input_ancestors.to_vec(),
         output_descendants: op.output_descendants.to_vec(),
         edits: op
-            .edits
+            .edits()
             .iter()
             .map(|edit| wit::EditRecord {
                 rule: edit.rule.clone(),
@@ -239,7 +239,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
                 timing: edit.timing.clone(),
             })
             .collect(),
-        extras: op.extras.clone(),
+        extras: op.extras().to_vec(),
         value: op.value,
     }
 }

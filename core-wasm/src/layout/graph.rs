@@ -87,7 +87,7 @@ fn shape_text(shape: &[u64]) -> String {
 
 fn op_node(trace: &Trace, id: u32, op: &Op) -> LayoutNode {
     let func = trace.func_name(op);
-    let detail = match (&op.name, op.kind) {
+    let detail = match (op.name(), op.kind) {
         (Some(name), OpKind::Input | OpKind::Output | OpKind::Buffer) => {
             format!("{func} {name} {}", shape_text(&op.shape))
         }

@@ -5,17 +5,22 @@
 //! so capture order is a topological order of the graph.
 
 mod backward;
+mod chunked_table;
 mod module_tree;
+mod op;
 mod shared_text;
 mod site;
 
 pub use backward::{BackwardGraph, GradFnNode, SavedGrad, GRAD_TENSOR_PREFIX};
+pub use chunked_table::{
+    ChunkedTable, Iter as TableIter, IterMut as TableIterMut, LayerTable, OpTable, CHUNK_LEN,
+};
 pub use module_tree::{Module, ModuleCall, Param};
+pub use op::{NewOp, Op, OpDetails};
 pub use shared_text::{share_repeated_text, SharedText};
 pub use site::SiteKey;
 
-use crate::dtype::Dtype;
-use crate::events::{PayloadSlot, SharedSourceLocation, TensorId};
+use crate::events::PayloadSlot;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -117,55 +122,6 @@ pub struct FuncName {
     pub op_type: Arc<str>,
 }
 
-/// One operation of the trace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Op {
-    /// `{type}_{typeIndex}_{stepIndex}`, plus `:{pass}` when its layer ran more than once (the
-    /// layer's own label, shared, when it ran once).
-    pub label: Arc<str>,
-    /// Index into [`Trace::layers`].
-    pub layer: u32,
-    /// 1-based pass of its layer.
-    pub pass: u32,
-    /// Index into [`Trace::func_names`].
-    pub func: u32,
-    pub kind: OpKind,
-    /// For inputs and outputs their path in the call, for buffers their address.
-    pub name: Option<String>,
-    pub parents: Edges,
-    pub children: Edges,
-    /// Parameters the op read (indices into [`Trace::params`]).
-    pub params: ParamList,
-    /// Innermost module call the op ran in (index into [`Trace::module_calls`]; 0 is the root).
-    pub module_call: u32,
-    pub shape: Shape,
-    pub dtype: Dtype,
-    /// Position among the outputs of a multi-output op.
-    pub output_index: Option<u32>,
-    pub in_place: bool,
-    pub payload: Option<PayloadSlot>,
-    /// Non-tensor arguments, rendered as text.
-    pub attributes: Vec<(String, String)>,
-    pub source: Option<SharedSourceLocation>,
-    /// Stable identity of the op's site, independent of grouping (for comparing traces).
-    pub site: SiteKey,
-    pub distances: Option<Distances>,
-    /// Input ops that reach this op (when distances are computed).
-    pub input_ancestors: OpIdList,
-    /// Output ops this op reaches (when distances are computed).
-    pub output_descendants: OpIdList,
-    pub edits: Vec<EditRecord>,
-    /// Backend-specific facts (`backend_address`, ...).
-    pub extras: Vec<(String, String)>,
-    /// The adapter's id of the value this op produced (for a constant the core inserted, the
-    /// id of the undeclared value that was read). Runtime-only: it lets live decisions, stop
-    /// frontiers and edits name values the way the adapter does, and is never stored in a
-    /// `.tlspec` body, so a loaded trace has `None`. Output ops have `None` too: they repeat
-    /// their producer's value.
-    #[serde(skip)]
-    pub value: Option<TensorId>,
-}
-
 /// A layer: one site of the model, run one or more times (its passes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layer {
@@ -196,8 +152,8 @@ pub struct CaptureStatus {
 pub struct Trace {
     pub options: TraceOptions,
     pub func_names: Vec<FuncName>,
-    pub ops: Vec<Op>,
-    pub layers: Vec<Layer>,
+    pub ops: OpTable,
+    pub layers: LayerTable,
     /// Module 0 is the root, `self`.
     pub modules: Vec<Module>,
     /// Call 0 is the root call.

@@ -173,7 +173,7 @@ impl Context<'_> {
         let last = end.min(self.trace.ops.len() as u32);
         let seeds = self.node(selector, seed, 0, last)?;
         let mut reached = TruthMask::constant(0, last as usize, false);
-        for (op, record) in self.trace.ops[..last as usize].iter().enumerate() {
+        for (op, record) in self.trace.ops.range(0, last as usize).enumerate() {
             let mut fact = (false, true);
             for edge in record.parents.iter().filter(|edge| (edge.op as usize) < op) {
                 fact = kleene_or(fact, kleene_or(seeds.at(edge.op), reached.at(edge.op)));
@@ -227,10 +227,9 @@ impl Context<'_> {
         Ok(mask)
     }
 
-    fn ops(&self, start: u32, len: usize) -> &[crate::model::Op] {
-        let begin = (start as usize).min(self.trace.ops.len());
-        let finish = (begin + len).min(self.trace.ops.len());
-        &self.trace.ops[begin..finish]
+    fn ops(&self, start: u32, len: usize) -> crate::model::TableIter<'_, crate::model::Op> {
+        let begin = start as usize;
+        self.trace.ops.range(begin, begin.saturating_add(len))
     }
 
     fn by_func(&self, name: &str, start: u32, len: usize) -> TruthMask {
@@ -244,7 +243,7 @@ impl Context<'_> {
             })
             .collect();
         let mut mask = TruthMask::constant(start, len, false);
-        for (offset, op) in self.ops(start, len).iter().enumerate() {
+        for (offset, op) in self.ops(start, len).enumerate() {
             mask.value[offset] = matching.get(op.func as usize).copied().unwrap_or(false);
         }
         mask
@@ -267,7 +266,7 @@ impl Context<'_> {
         else {
             return mask;
         };
-        for (offset, op) in self.ops(start, len).iter().enumerate() {
+        for (offset, op) in self.ops(start, len).enumerate() {
             mask.value[offset] =
                 op.layer as usize == layer && pass.is_none_or(|pass| pass == op.pass);
         }
@@ -278,7 +277,7 @@ impl Context<'_> {
         let needle = text.to_lowercase();
         let mut mask = TruthMask::constant(start, len, false);
         let mut live_label = String::new();
-        for (offset, op) in self.ops(start, len).iter().enumerate() {
+        for (offset, op) in self.ops(start, len).enumerate() {
             if !op.label.is_empty() {
                 mask.value[offset] = op.label.to_lowercase().contains(&needle);
                 continue;

@@ -147,7 +147,7 @@ pub fn op_detail(header: &HeaderInfo, trace: &Trace, id: OpId) -> WebResult<OpDe
         func_name: trace.func_name(op).to_string(),
         op_type: trace.op_type(op).to_string(),
         kind: format!("{:?}", op.kind),
-        name: op.name.clone(),
+        name: op.name().map(str::to_string),
         module_stack: trace
             .call_stack(op)
             .map(|call| trace.call_name(call))
@@ -155,25 +155,25 @@ pub fn op_detail(header: &HeaderInfo, trace: &Trace, id: OpId) -> WebResult<OpDe
         module_class,
         shape: format_shape(&op.shape),
         dtype: op.dtype.name().to_string(),
-        output_index: op.output_index,
+        output_index: op.output_index(),
         in_place: op.in_place,
         parents: refs(trace, &op.parents),
         children: refs(trace, &op.children),
         params,
-        attributes: op.attributes.clone(),
+        attributes: op.attributes().to_vec(),
         source: op
             .source
             .as_ref()
             .map(|source| format!("{}:{} ({})", source.file, source.line, source.function)),
         site: trace.site_key(op),
-        from_input: op.distances.map(|d| (d.min_from_input, d.max_from_input)),
-        to_output: op.distances.map(|d| (d.min_to_output, d.max_to_output)),
+        from_input: op.distances().map(|d| (d.min_from_input, d.max_from_input)),
+        to_output: op.distances().map(|d| (d.min_to_output, d.max_to_output)),
         edits: op
-            .edits
+            .edits()
             .iter()
             .map(|edit| format!("{} {} at {}", edit.rule, edit.action, edit.timing))
             .collect(),
-        extras: op.extras.clone(),
+        extras: op.extras().to_vec(),
         payload,
     })
 }

@@ -1,0 +1,345 @@
+//! One operation of a trace, laid out for long traces.
+//!
+//! A trace holds one `Op` per operation, so its size is most of what a trace costs per op. The
+//! facts most ops lack (a name, an output position, non-tensor arguments, edits, backend extras)
+//! live behind one optional box, and hop distances are packed into four `u32`s: 312 → 240 bytes
+//! on wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
+//! unchanged.
+
+use super::{Distances, Edges, EditRecord, OpIdList, OpKind, ParamList, Shape, SiteKey};
+use crate::dtype::Dtype;
+use crate::events::{PayloadSlot, SharedSourceLocation, TensorId};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::sync::Arc;
+
+/// One operation of the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    /// `{type}_{typeIndex}_{stepIndex}`, plus `:{pass}` when its layer ran more than once (the
+    /// layer's own label, shared, when it ran once).
+    pub label: Arc<str>,
+    /// Index into [`super::Trace::layers`].
+    pub layer: u32,
+    /// 1-based pass of its layer.
+    pub pass: u32,
+    /// Index into [`super::Trace::func_names`].
+    pub func: u32,
+    pub kind: OpKind,
+    pub parents: Edges,
+    pub children: Edges,
+    /// Parameters the op read (indices into [`super::Trace::params`]).
+    pub params: ParamList,
+    /// Innermost module call the op ran in (index into [`super::Trace::module_calls`]; 0 is the
+    /// root).
+    pub module_call: u32,
+    pub shape: Shape,
+    pub dtype: Dtype,
+    pub in_place: bool,
+    pub payload: Option<PayloadSlot>,
+    pub source: Option<SharedSourceLocation>,
+    /// Stable identity of the op's site, independent of grouping (for comparing traces).
+    pub site: SiteKey,
+    /// Hop distances (see [`Op::distances`]).
+    distances: PackedDistances,
+    /// Input ops that reach this op (when distances are computed).
+    pub input_ancestors: OpIdList,
+    /// Output ops this op reaches (when distances are computed).
+    pub output_descendants: OpIdList,
+    /// The adapter's id of the value this op produced (for a constant the core inserted, the
+    /// id of the undeclared value that was read). Runtime-only: it lets live decisions, stop
+    /// frontiers and edits name values the way the adapter does, and is never stored in a
+    /// `.tlspec` body, so a loaded trace has `None`. Output ops have `None` too: they repeat
+    /// their producer's value.
+    pub value: Option<TensorId>,
+    /// What most ops lack; `None` while all of it is empty.
+    details: Option<Box<OpDetails>>,
+}
+
+/// The facts of an op that most ops lack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpDetails {
+    /// For inputs and outputs their path in the call, for buffers their address.
+    pub name: Option<String>,
+    /// Position among the outputs of a multi-output op.
+    pub output_index: Option<u32>,
+    /// Non-tensor arguments, rendered as text.
+    pub attributes: Vec<(String, String)>,
+    /// Edits applied to the op's value during capture.
+    pub edits: Vec<EditRecord>,
+    /// Backend-specific facts (`backend_address`, ...).
+    pub extras: Vec<(String, String)>,
+}
+
+impl OpDetails {
+    fn is_empty(&self) -> bool {
+        self.name.is_none()
+            && self.output_index.is_none()
+            && self.attributes.is_empty()
+            && self.edits.is_empty()
+            && self.extras.is_empty()
+    }
+}
+
+/// An op's fields when it is made (the builder and the decoder): what [`Op::new`] takes.
+#[derive(Debug, Clone)]
+pub struct NewOp {
+    pub label: Arc<str>,
+    pub layer: u32,
+    pub pass: u32,
+    pub func: u32,
+    pub kind: OpKind,
+    pub parents: Edges,
+    pub params: ParamList,
+    pub module_call: u32,
+    pub shape: Shape,
+    pub dtype: Dtype,
+    pub payload: Option<PayloadSlot>,
+    pub site: SiteKey,
+    pub value: Option<TensorId>,
+    pub details: OpDetails,
+}
+
+impl Op {
+    /// An op with no children, source, distances or edits yet (the builder adds them).
+    pub fn new(fields: NewOp) -> Self {
+        Self {
+            label: fields.label,
+            layer: fields.layer,
+            pass: fields.pass,
+            func: fields.func,
+            kind: fields.kind,
+            parents: fields.parents,
+            children: Edges::new(),
+            params: fields.params,
+            module_call: fields.module_call,
+            shape: fields.shape,
+            dtype: fields.dtype,
+            in_place: false,
+            payload: fields.payload,
+            source: None,
+            site: fields.site,
+            distances: PackedDistances::NONE,
+            input_ancestors: OpIdList::new(),
+            output_descendants: OpIdList::new(),
+            value: fields.value,
+            details: boxed_unless_empty(fields.details),
+        }
+    }
+
+    /// For inputs and outputs their path in the call, for buffers their address.
+    pub fn name(&self) -> Option<&str> {
+        self.details.as_ref()?.name.as_deref()
+    }
+
+    /// Position among the outputs of a multi-output op.
+    pub fn output_index(&self) -> Option<u32> {
+        self.details.as_ref()?.output_index
+    }
+
+    /// Non-tensor arguments, rendered as text.
+    pub fn attributes(&self) -> &[(String, String)] {
+        self.details
+            .as_ref()
+            .map_or(&[], |details| &details.attributes)
+    }
+
+    /// Edits applied to the op's value during capture.
+    pub fn edits(&self) -> &[EditRecord] {
+        self.details.as_ref().map_or(&[], |details| &details.edits)
+    }
+
+    /// Backend-specific facts (`backend_address`, ...).
+    pub fn extras(&self) -> &[(String, String)] {
+        self.details.as_ref().map_or(&[], |details| &details.extras)
+    }
+
+    /// Changes the rarely present facts: the box is made when something is set, and let go
+    /// when the change leaves them all empty.
+    pub fn edit_details(&mut self, change: impl FnOnce(&mut OpDetails)) {
+        let mut details = self.details.take().unwrap_or_default();
+        change(&mut details);
+        self.details = (!details.is_empty()).then_some(details);
+    }
+
+    /// Hop distances, when they were computed.
+    pub fn distances(&self) -> Option<Distances> {
+        self.distances.get()
+    }
+
+    /// Sets the hop distances.
+    pub fn set_distances(&mut self, distances: Option<Distances>) {
+        self.distances = PackedDistances::new(distances);
+    }
+}
+
+fn boxed_unless_empty(details: OpDetails) -> Option<Box<OpDetails>> {
+    (!details.is_empty()).then(|| Box::new(details))
+}
+
+/// `Option<Distances>` in 16 bytes instead of 32: each distance is a `u32` with
+/// [`PackedDistances::ABSENT`] for `None`, and [`PackedDistances::NOT_COMPUTED`] in the first
+/// slot for no distances at all. A hop count never reaches either (a trace has at most
+/// `MAX_OPS` = `u32::MAX - 1` ops, so a path has at most `u32::MAX - 2` hops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PackedDistances([u32; 4]);
+
+impl PackedDistances {
+    const ABSENT: u32 = u32::MAX;
+    const NOT_COMPUTED: u32 = u32::MAX - 1;
+    const NONE: Self = Self([Self::NOT_COMPUTED, 0, 0, 0]);
+
+    fn new(distances: Option<Distances>) -> Self {
+        let Some(distances) = distances else {
+            return Self::NONE;
+        };
+        let pack = |hops: Option<u32>| match hops {
+            // Out of the representable range: absent rather than mistaken for a sentinel (no
+            // trace can have such a path; a hostile file's decoded value is rebuilt anyway).
+            Some(hops) if hops < Self::NOT_COMPUTED => hops,
+            _ => Self::ABSENT,
+        };
+        Self([
+            pack(distances.min_from_input),
+            pack(distances.max_from_input),
+            pack(distances.min_to_output),
+            pack(distances.max_to_output),
+        ])
+    }
+
+    fn get(self) -> Option<Distances> {
+        if self.0[0] == Self::NOT_COMPUTED {
+            return None;
+        }
+        let unpack = |hops: u32| (hops != Self::ABSENT).then_some(hops);
+        Some(Distances {
+            min_from_input: unpack(self.0[0]),
+            max_from_input: unpack(self.0[1]),
+            min_to_output: unpack(self.0[2]),
+            max_to_output: unpack(self.0[3]),
+        })
+    }
+}
+
+/// An op as stored in a `.tlspec` body: every field in its original place (the postcard bytes
+/// of an op never changed when its in-memory layout did).
+#[derive(Serialize)]
+#[serde(rename = "Op")]
+struct OpWireRef<'a> {
+    label: &'a Arc<str>,
+    layer: u32,
+    pass: u32,
+    func: u32,
+    kind: OpKind,
+    name: Option<&'a str>,
+    parents: &'a Edges,
+    children: &'a Edges,
+    params: &'a ParamList,
+    module_call: u32,
+    shape: &'a Shape,
+    dtype: &'a Dtype,
+    output_index: Option<u32>,
+    in_place: bool,
+    payload: Option<PayloadSlot>,
+    attributes: &'a [(String, String)],
+    source: &'a Option<SharedSourceLocation>,
+    site: SiteKey,
+    distances: Option<Distances>,
+    input_ancestors: &'a OpIdList,
+    output_descendants: &'a OpIdList,
+    edits: &'a [EditRecord],
+    extras: &'a [(String, String)],
+}
+
+/// [`OpWireRef`], owned, for decoding.
+#[derive(Deserialize)]
+#[serde(rename = "Op")]
+struct OpWire {
+    label: Arc<str>,
+    layer: u32,
+    pass: u32,
+    func: u32,
+    kind: OpKind,
+    name: Option<String>,
+    parents: Edges,
+    children: Edges,
+    params: ParamList,
+    module_call: u32,
+    shape: Shape,
+    dtype: Dtype,
+    output_index: Option<u32>,
+    in_place: bool,
+    payload: Option<PayloadSlot>,
+    attributes: Vec<(String, String)>,
+    source: Option<SharedSourceLocation>,
+    site: SiteKey,
+    distances: Option<Distances>,
+    input_ancestors: OpIdList,
+    output_descendants: OpIdList,
+    edits: Vec<EditRecord>,
+    extras: Vec<(String, String)>,
+}
+
+impl Serialize for Op {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        OpWireRef {
+            label: &self.label,
+            layer: self.layer,
+            pass: self.pass,
+            func: self.func,
+            kind: self.kind,
+            name: self.name(),
+            parents: &self.parents,
+            children: &self.children,
+            params: &self.params,
+            module_call: self.module_call,
+            shape: &self.shape,
+            dtype: &self.dtype,
+            output_index: self.output_index(),
+            in_place: self.in_place,
+            payload: self.payload,
+            attributes: self.attributes(),
+            source: &self.source,
+            site: self.site,
+            distances: self.distances(),
+            input_ancestors: &self.input_ancestors,
+            output_descendants: &self.output_descendants,
+            edits: self.edits(),
+            extras: self.extras(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Op {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = OpWire::deserialize(deserializer)?;
+        Ok(Self {
+            label: wire.label,
+            layer: wire.layer,
+            pass: wire.pass,
+            func: wire.func,
+            kind: wire.kind,
+            parents: wire.parents,
+            children: wire.children,
+            params: wire.params,
+            module_call: wire.module_call,
+            shape: wire.shape,
+            dtype: wire.dtype,
+            in_place: wire.in_place,
+            payload: wire.payload,
+            source: wire.source,
+            site: wire.site,
+            distances: PackedDistances::new(wire.distances),
+            input_ancestors: wire.input_ancestors,
+            output_descendants: wire.output_descendants,
+            value: None,
+            details: boxed_unless_empty(OpDetails {
+                name: wire.name,
+                output_index: wire.output_index,
+                attributes: wire.attributes,
+                edits: wire.edits,
+                extras: wire.extras,
+            }),
+        })
+    }
+}

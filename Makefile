@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -110,6 +110,11 @@ benchmark-python: python-package
 benchmark-memory: python-package
 	$(PYTHON) benchmarks/selective_memory.py
 
+## benchmark-core-memory: the core's linear memory per op of a long trace, in wasm32, without
+## Python (core-wasm/examples/memory_probe.rs under the wasmtime package).
+benchmark-core-memory: setup setup-python
+	$(PYTHON) benchmarks/core_memory.py
+
 ## benchmark-tinygrad: tinygrad capture cost per op against a plain realized call.
 benchmark-tinygrad: python-package
 	$(PYTHON) benchmarks/tinygrad_overhead.py $(if $(REFERENCE_PYTHON),--reference-python $(REFERENCE_PYTHON),)
@@ -190,7 +195,7 @@ bench-all: reference-venv
 		--tlspec target/release/tlspec --write docs/performance.md
 
 ## bench-everything: bench-all and every benchmark above, one after the other.
-bench-everything: bench-all bench benchmark-save benchmark-python benchmark-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
+bench-everything: bench-all bench benchmark-save benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts
 
 ## benchmark-cli: tlspec inspect on a 1 GB .tlspec written by the Python package, and check's
 ## throughput.

@@ -67,7 +67,11 @@ mod probe {
     #[no_mangle]
     pub extern "C" fn ops() -> u64 {
         // SAFETY: as above.
-        unsafe { (*std::ptr::addr_of!(KEPT)).as_ref().map_or(0, |trace| trace.ops.len() as u64) }
+        unsafe {
+            (*std::ptr::addr_of!(KEPT))
+                .as_ref()
+                .map_or(0, |trace| trace.ops.len() as u64)
+        }
     }
 
     /// Bytes of the kept trace's op table and layer table (capacity).

@@ -404,3 +404,42 @@ fn loops_written_in_the_forward_group_by_structure() {
         ]
     );
 }
+
+#[test]
+fn a_loop_continues_the_newest_layer_of_its_structure() {
+    // h = cell(x); a = tanh(h); b = tanh(h)   -- one value read twice: two layers, one key
+    // h = cell(h); c = tanh(h)                -- the next iteration continues the newer one
+    let mut recorder = EventRecorder::default();
+    let root = recorder.module(&["self"], "Loop");
+    let cell = recorder.module(&["cell"], "Linear");
+    let x = recorder.input("x", &[2]);
+    recorder.enter(root);
+    recorder.enter(cell);
+    let first = recorder.op("linear", &[x], &[2]);
+    recorder.exit(cell, &[first]);
+    let a = recorder.op("tanh", &[first], &[2]);
+    let b = recorder.op("tanh", &[first], &[2]);
+    recorder.enter(cell);
+    let second = recorder.op("linear", &[first], &[2]);
+    recorder.exit(cell, &[second]);
+    let c = recorder.op("tanh", &[second], &[2]);
+    let ab = recorder.op("add", &[a, b], &[2]);
+    let sum = recorder.op("add", &[ab, c], &[2]);
+    recorder.exit(root, &[sum]);
+    recorder.output("out", sum);
+    let trace = build(recorder.events, TraceOptions::default());
+    assert_eq!(
+        labels(&trace),
+        [
+            "input_1",
+            "linear_1_2:1",
+            "tanh_1_3",
+            "tanh_2_4:1",
+            "linear_1_2:2",
+            "tanh_2_4:2",
+            "add_1_5",
+            "add_2_6",
+            "output_1"
+        ]
+    );
+}

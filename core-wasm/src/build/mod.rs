@@ -7,6 +7,7 @@
 //! once each layer's number of passes is known.
 
 mod distances;
+mod layer_index;
 pub mod naming;
 mod session;
 
@@ -24,6 +25,7 @@ use crate::model::{
 };
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
 // server, so the fast non-DoS-resistant hash is the right trade.
+use layer_index::{SiteLayers, StructuralKey, StructuralLayers};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -38,15 +40,6 @@ pub const MAX_OPS: usize = u32::MAX as usize - 1;
 enum Producer {
     Op(OpId),
     Param(u32),
-}
-
-/// Identity of an op for structural grouping: where it ran, what it did, and which layers fed it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct StructuralKey {
-    module: u32,
-    func: u32,
-    output_slot: u32,
-    parent_layers: smallvec::SmallVec<[u32; 2]>,
 }
 
 /// One open module call on the stack.
@@ -64,8 +57,8 @@ pub struct TraceBuilder {
     producers: HashMap<TensorId, Producer>,
     module_index: HashMap<ModuleId, u32>,
     stack: Vec<Frame>,
-    site_layers: HashMap<SiteKey, u32>,
-    structural_layers: HashMap<StructuralKey, u32>,
+    site_layers: SiteLayers,
+    structural_layers: StructuralLayers,
     type_counters: HashMap<String, u32>,
     /// The files and function names ops named so far, one shared copy of each.
     shared_text: SharedText,
@@ -131,8 +124,8 @@ impl TraceBuilder {
                 module_id: None,
                 ordinals: HashMap::default(),
             }],
-            site_layers: HashMap::default(),
-            structural_layers: HashMap::default(),
+            site_layers: SiteLayers::default(),
+            structural_layers: StructuralLayers::default(),
             type_counters: HashMap::default(),
             shared_text: SharedText::default(),
             no_label: Arc::from(""),
@@ -158,7 +151,7 @@ impl TraceBuilder {
         // Each op event adds about one value and one site: sized once instead of rehashed as
         // they grow.
         self.producers.reserve(hint);
-        self.site_layers.reserve(hint);
+        self.site_layers.reserve(&self.trace, hint);
         for event in stream {
             self.ingest_one(event?)?;
         }
@@ -441,24 +434,17 @@ impl TraceBuilder {
     fn layer_for(&mut self, site: SiteKey, kind: OpKind, parents: &Edges) -> u32 {
         let recurrence = self.trace.options.recurrence_detection;
         if recurrence {
-            if let Some(&layer) = self.site_layers.get(&site) {
+            if let Some(layer) = self.site_layers.get(&self.trace, &site) {
                 return layer;
             }
         }
         // Structural grouping for ops outside a repeated module call (a loop written in the
         // forward itself): an op with the same module, function and parent layers as an
         // earlier layer is that layer's next pass when its parents come from a later pass.
-        let structural = (recurrence && kind == OpKind::Compute).then(|| StructuralKey {
-            module: site.module,
-            func: site.func,
-            output_slot: site.output_slot,
-            parent_layers: parents
-                .iter()
-                .map(|edge| self.trace.ops[edge.op as usize].layer)
-                .collect(),
-        });
+        let structural = (recurrence && kind == OpKind::Compute)
+            .then(|| StructuralKey::of(&self.trace, &site, parents));
         if let Some(key) = &structural {
-            if let Some(&layer) = self.structural_layers.get(key) {
+            if let Some(layer) = self.structural_layers.get(&self.trace, key) {
                 if self.parents_advanced(layer, parents) {
                     return layer;
                 }
@@ -486,10 +472,10 @@ impl TraceBuilder {
             ops: OpIdList::new(),
         });
         if recurrence {
-            self.site_layers.insert(site, layer);
+            self.site_layers.insert(&self.trace, &site, layer);
         }
         if let Some(key) = structural {
-            self.structural_layers.insert(key, layer);
+            self.structural_layers.insert(&self.trace, &key, layer);
         }
         layer
     }

@@ -123,15 +123,17 @@ impl<T> ChunkedTable<T> {
     pub fn range(&self, start: usize, end: usize) -> Iter<'_, T> {
         let end = end.min(self.len);
         let start = start.min(end);
-        let first_chunk = (start >> CHUNK_BITS).min(self.chunks.len());
-        let mut inner = self.chunks[first_chunk..].iter().flatten();
-        let skip = start & (CHUNK_LEN - 1);
-        if skip != 0 {
-            // Within the first chunk only: `nth` on a flattened slice iterator is O(1) here.
-            inner.nth(skip - 1);
-        }
+        let first_chunk = start >> CHUNK_BITS;
+        let (current, rest) = match self.chunks.get(first_chunk) {
+            Some(chunk) => (
+                chunk[(start & (CHUNK_LEN - 1)).min(chunk.len())..].iter(),
+                self.chunks[first_chunk + 1..].iter(),
+            ),
+            None => ([].iter(), [].iter()),
+        };
         Iter {
-            inner,
+            current,
+            rest,
             remaining: end - start,
         }
     }
@@ -215,16 +217,19 @@ impl<T: fmt::Debug> fmt::Debug for ChunkedTable<T> {
     }
 }
 
-/// Iterator over a range of a [`ChunkedTable`].
+/// Iterator over a range of a [`ChunkedTable`]: the rest of the current chunk, then the chunks
+/// after it (every one but the last full, so one step always reaches a record).
 pub struct Iter<'a, T> {
-    inner: std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>,
+    current: std::slice::Iter<'a, T>,
+    rest: std::slice::Iter<'a, Vec<T>>,
     remaining: usize,
 }
 
 impl<T> Clone for Iter<'_, T> {
     fn clone(&self) -> Self {
         Self {
-            inner: self.inner.clone(),
+            current: self.current.clone(),
+            rest: self.rest.clone(),
             remaining: self.remaining,
         }
     }
@@ -232,12 +237,19 @@ impl<T> Clone for Iter<'_, T> {
 
 impl<'a, T> Iterator for Iter<'a, T> {
     type Item = &'a T;
+    #[inline]
     fn next(&mut self) -> Option<&'a T> {
         if self.remaining == 0 {
             return None;
         }
         self.remaining -= 1;
-        self.inner.next()
+        match self.current.next() {
+            Some(record) => Some(record),
+            None => {
+                self.current = self.rest.next()?.iter();
+                self.current.next()
+            }
+        }
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.remaining, Some(self.remaining))

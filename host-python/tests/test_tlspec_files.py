@@ -112,6 +112,23 @@ def test_a_selective_save_keeps_only_the_selected_values(tmp_path):
     assert len(loaded.ops) == len(trace.ops)
 
 
+def test_a_file_without_payloads_opens_without_reading_its_ops(tmp_path):
+    """Opening a metadata-only file reads the op records only when they are asked for: a large
+    trace's records cross from the core one by one, the bulk of its load time before."""
+    model, x = Loop(), torch.randn(2, 6)
+    trace = tl.trace(model, x, save=False)
+    path = tmp_path / "no-payloads.tlspec"
+    trace.save(str(path))
+    loaded = tl.load(str(path))
+    assert loaded._ops is None
+    assert len(loaded) == len(trace)
+    assert loaded.labels == trace.labels
+    assert [op.shape for op in loaded.ops] == [op.shape for op in trace.ops]
+    assert [[parent.label for parent in op.parents] for op in loaded.ops] == [
+        [parent.label for parent in op.parents] for op in trace.ops
+    ]
+
+
 def damaged_copies(path):
     data = path.read_bytes()
     header_length = int.from_bytes(data[:8], "little")

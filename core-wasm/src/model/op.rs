@@ -2,7 +2,7 @@
 //!
 //! A trace holds one `Op` per operation, so its size is most of what a trace costs per op. The
 //! facts most ops lack (a name, an output position, non-tensor arguments, edits, backend extras)
-//! live behind one optional box, and hop distances are packed into four `u32`s: 312 → 240 bytes
+//! live behind one optional box, and hop distances are packed into four `u32`s: 312 → 248 bytes
 //! on wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
 //! unchanged.
 

@@ -19,13 +19,13 @@ use crate::events::{
     ArgRef, EventStream, ModuleDecl, ModuleId, OpEvent, ParamDecl, RawEvent, TensorDesc, TensorId,
 };
 use crate::model::{
-    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, LayerTable, Module, ModuleCall, NewOp,
-    Op, OpDetails, OpId, OpIdList, OpKind, OpTable, Param, ParamList, Shape, SharedText, SiteKey,
-    Trace, TraceOptions,
+    CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, LayerTable, Module, ModuleCall, Op,
+    OpDetails, OpId, OpIdList, OpKind, OpTable, PackedDistances, Param, ParamList, Shape,
+    SharedText, SiteKey, Trace, TraceOptions,
 };
+use layer_index::{SiteLayers, StructuralKey, StructuralLayers};
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
 // server, so the fast non-DoS-resistant hash is the right trade.
-use layer_index::{SiteLayers, StructuralKey, StructuralLayers};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -404,27 +404,34 @@ impl TraceBuilder {
         for &param in &params {
             self.trace.params[param as usize].users.push(id);
         }
-        self.trace.ops.push(Op::new(NewOp {
+        self.trace.ops.push(Op {
             label: Arc::clone(&self.no_label),
             layer,
             pass,
             func,
             kind,
             parents,
+            children: Edges::new(),
             params,
             module_call: call,
             shape: value.shape.clone(),
             dtype: value.dtype.clone(),
+            in_place: false,
             payload: value.payload,
+            source: None,
             site,
+            distances: PackedDistances::NONE,
+            input_ancestors: OpIdList::new(),
+            output_descendants: OpIdList::new(),
             // An output node repeats its producer's value, so only the producer carries it.
             value: (kind != OpKind::Output).then_some(value.tensor),
             details: OpDetails {
                 name,
                 output_index,
                 ..OpDetails::default()
-            },
-        }));
+            }
+            .boxed(),
+        });
         self.producers.insert(value.tensor, Producer::Op(id));
         Ok(id)
     }

@@ -138,11 +138,6 @@ impl<T> ChunkedTable<T> {
         }
     }
 
-    /// The index of the first record that satisfies `wanted`.
-    pub fn position(&self, wanted: impl FnMut(&T) -> bool) -> Option<usize> {
-        self.iter().position(wanted)
-    }
-
     /// Bytes the table holds for its records (capacity, not length; not counting heap the
     /// records own).
     pub fn allocated_bytes(&self) -> usize {

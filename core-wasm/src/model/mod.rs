@@ -13,10 +13,11 @@ mod site;
 
 pub use backward::{BackwardGraph, GradFnNode, SavedGrad, GRAD_TENSOR_PREFIX};
 pub use chunked_table::{
-    ChunkedTable, Iter as TableIter, IterMut as TableIterMut, LayerTable, OpTable, CHUNK_LEN,
+    ChunkedTable, Iter as TableIter, IterMut as TableIterMut, LayerTable, OpTable,
 };
 pub use module_tree::{Module, ModuleCall, Param};
-pub use op::{NewOp, Op, OpDetails};
+pub(crate) use op::PackedDistances;
+pub use op::{Op, OpDetails};
 pub use shared_text::{share_repeated_text, SharedText};
 pub use site::SiteKey;
 

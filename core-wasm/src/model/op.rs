@@ -39,8 +39,8 @@ pub struct Op {
     pub source: Option<SharedSourceLocation>,
     /// Stable identity of the op's site, independent of grouping (for comparing traces).
     pub site: SiteKey,
-    /// Hop distances (see [`Op::distances`]).
-    distances: PackedDistances,
+    /// Hop distances (see [`Op::distances`]; the builder starts with [`PackedDistances::NONE`]).
+    pub(crate) distances: PackedDistances,
     /// Input ops that reach this op (when distances are computed).
     pub input_ancestors: OpIdList,
     /// Output ops this op reaches (when distances are computed).
@@ -51,8 +51,8 @@ pub struct Op {
     /// `.tlspec` body, so a loaded trace has `None`. Output ops have `None` too: they repeat
     /// their producer's value.
     pub value: Option<TensorId>,
-    /// What most ops lack; `None` while all of it is empty.
-    details: Option<Box<OpDetails>>,
+    /// What most ops lack; `None` while all of it is empty (see [`OpDetails::boxed`]).
+    pub(crate) details: Option<Box<OpDetails>>,
 }
 
 /// The facts of an op that most ops lack.
@@ -71,6 +71,11 @@ pub struct OpDetails {
 }
 
 impl OpDetails {
+    /// What an op holds for these facts: nothing when they are all empty.
+    pub(crate) fn boxed(self) -> Option<Box<OpDetails>> {
+        (!self.is_empty()).then(|| Box::new(self))
+    }
+
     fn is_empty(&self) -> bool {
         self.name.is_none()
             && self.output_index.is_none()
@@ -80,52 +85,7 @@ impl OpDetails {
     }
 }
 
-/// An op's fields when it is made (the builder and the decoder): what [`Op::new`] takes.
-#[derive(Debug, Clone)]
-pub struct NewOp {
-    pub label: Arc<str>,
-    pub layer: u32,
-    pub pass: u32,
-    pub func: u32,
-    pub kind: OpKind,
-    pub parents: Edges,
-    pub params: ParamList,
-    pub module_call: u32,
-    pub shape: Shape,
-    pub dtype: Dtype,
-    pub payload: Option<PayloadSlot>,
-    pub site: SiteKey,
-    pub value: Option<TensorId>,
-    pub details: OpDetails,
-}
-
 impl Op {
-    /// An op with no children, source, distances or edits yet (the builder adds them).
-    pub fn new(fields: NewOp) -> Self {
-        Self {
-            label: fields.label,
-            layer: fields.layer,
-            pass: fields.pass,
-            func: fields.func,
-            kind: fields.kind,
-            parents: fields.parents,
-            children: Edges::new(),
-            params: fields.params,
-            module_call: fields.module_call,
-            shape: fields.shape,
-            dtype: fields.dtype,
-            in_place: false,
-            payload: fields.payload,
-            source: None,
-            site: fields.site,
-            distances: PackedDistances::NONE,
-            input_ancestors: OpIdList::new(),
-            output_descendants: OpIdList::new(),
-            value: fields.value,
-            details: boxed_unless_empty(fields.details),
-        }
-    }
-
     /// For inputs and outputs their path in the call, for buffers their address.
     pub fn name(&self) -> Option<&str> {
         self.details.as_ref()?.name.as_deref()
@@ -172,21 +132,18 @@ impl Op {
     }
 }
 
-fn boxed_unless_empty(details: OpDetails) -> Option<Box<OpDetails>> {
-    (!details.is_empty()).then(|| Box::new(details))
-}
-
 /// `Option<Distances>` in 16 bytes instead of 32: each distance is a `u32` with
 /// [`PackedDistances::ABSENT`] for `None`, and [`PackedDistances::NOT_COMPUTED`] in the first
 /// slot for no distances at all. A hop count never reaches either (a trace has at most
 /// `MAX_OPS` = `u32::MAX - 1` ops, so a path has at most `u32::MAX - 2` hops).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PackedDistances([u32; 4]);
+pub(crate) struct PackedDistances([u32; 4]);
 
 impl PackedDistances {
     const ABSENT: u32 = u32::MAX;
     const NOT_COMPUTED: u32 = u32::MAX - 1;
-    const NONE: Self = Self([Self::NOT_COMPUTED, 0, 0, 0]);
+    /// No distances computed.
+    pub(crate) const NONE: Self = Self([Self::NOT_COMPUTED, 0, 0, 0]);
 
     fn new(distances: Option<Distances>) -> Self {
         let Some(distances) = distances else {
@@ -333,13 +290,14 @@ impl<'de> Deserialize<'de> for Op {
             input_ancestors: wire.input_ancestors,
             output_descendants: wire.output_descendants,
             value: None,
-            details: boxed_unless_empty(OpDetails {
+            details: OpDetails {
                 name: wire.name,
                 output_index: wire.output_index,
                 attributes: wire.attributes,
                 edits: wire.edits,
                 extras: wire.extras,
-            }),
+            }
+            .boxed(),
         })
     }
 }

@@ -9,6 +9,7 @@
 mod distances;
 mod layer_index;
 pub mod naming;
+pub mod repeat_cache;
 mod session;
 
 pub use session::{CaptureSession, ValueDecision};

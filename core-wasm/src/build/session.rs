@@ -5,11 +5,13 @@
 //! adapter never has to guess which dense op id the core gave an event, so constants the core
 //! inserts for undeclared reads cannot shift its bookkeeping.
 
+use super::repeat_cache::{self, KeptTrace};
 use super::TraceBuilder;
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::events::TensorId;
 use crate::model::{OpId, Trace, TraceOptions};
 use crate::selectors::{check_plannable, decide_op, CapturePlan, Decision, LivePlan, Selector};
+use std::rc::Rc;
 
 /// Most rules one session holds (an `intervene=` list or a `stop_after=` is a handful).
 pub const MAX_RULES: usize = 1024;
@@ -31,6 +33,24 @@ pub struct CaptureSession {
     plan: Option<CapturePlan>,
     /// Static selectors the adapter asks about op by op (`intervene=` and `stop_after=` rules).
     rules: Vec<Selector>,
+    /// Where the session stands with the last small capture's trace ([`repeat_cache`]).
+    repeat: Repeat,
+    /// The error of ingesting a reused batch after all (see [`Self::build_reused`]); `finish`
+    /// returns it.
+    failed: Option<CoreError>,
+}
+
+/// A session's standing with the kept trace of the last small capture.
+enum Repeat {
+    /// Nothing ingested yet.
+    Fresh,
+    /// The one batch so far equals the kept trace's batch: not ingested; `finish` returns the
+    /// kept trace.
+    Reusing(Rc<KeptTrace>),
+    /// The one batch so far, ingested; `finish` keeps the trace with it.
+    Single(Vec<u8>),
+    /// Anything else (a plan, rules, a mark, several batches, a large batch): built as always.
+    Ineligible,
 }
 
 /// Keys op decisions by value; ops without a value of their own (outputs) are left out.
@@ -51,15 +71,39 @@ fn by_value(trace: &Trace, decisions: Vec<Decision>) -> Vec<ValueDecision> {
 impl CaptureSession {
     /// Starts a session; with a plan, every ingest reports the ops it decided.
     pub fn new(options: TraceOptions, plan: Option<CapturePlan>) -> Self {
+        let repeat = if plan.is_none() {
+            Repeat::Fresh
+        } else {
+            Repeat::Ineligible
+        };
         Self {
             builder: TraceBuilder::new(options),
             plan,
             rules: Vec::new(),
+            repeat,
+            failed: None,
         }
     }
 
     /// Ingests one postcard batch and returns the selection decisions it made possible.
+    ///
+    /// A session's first batch that equals the kept trace's (same options, same bytes) is not
+    /// ingested: `finish` returns the kept trace, unless something later needs the events built
+    /// ([`Self::build_reused`]).
     pub fn ingest_postcard(&mut self, batch: &[u8]) -> CoreResult<Vec<ValueDecision>> {
+        if matches!(self.repeat, Repeat::Fresh) {
+            if let Some(kept) = repeat_cache::lookup(&self.builder.partial().options, batch) {
+                self.repeat = Repeat::Reusing(kept);
+                return Ok(Vec::new()); // no plan: no decisions, as `decide` gives
+            }
+            self.repeat = Repeat::Ineligible; // until the batch is in
+            self.builder.ingest_postcard(batch)?;
+            if batch.len() <= repeat_cache::MAX_KEPT_BATCH_BYTES {
+                self.repeat = Repeat::Single(batch.to_vec());
+            }
+            return self.decide();
+        }
+        self.build_reused()?;
         self.builder.ingest_postcard(batch)?;
         self.decide()
     }
@@ -69,8 +113,18 @@ impl CaptureSession {
         &mut self,
         events: impl IntoIterator<Item = crate::events::RawEvent>,
     ) -> CoreResult<Vec<ValueDecision>> {
+        self.build_reused()?;
         self.builder.ingest(events)?;
         self.decide()
+    }
+
+    /// Leaves the kept trace: a batch that was reused is ingested now (something is about to
+    /// change or read the build), and the session will not be kept.
+    fn build_reused(&mut self) -> CoreResult<()> {
+        if let Repeat::Reusing(kept) = std::mem::replace(&mut self.repeat, Repeat::Ineligible) {
+            self.builder.ingest_postcard(kept.batch())?;
+        }
+        Ok(())
     }
 
     fn decide(&mut self) -> CoreResult<Vec<ValueDecision>> {
@@ -104,6 +158,7 @@ impl CaptureSession {
     /// which ops reach a later one (`upstream_of`): that is refused with
     /// `selector_upstream_in_rule`.
     pub fn add_rule(&mut self, selector: Selector) -> CoreResult<u32> {
+        self.build_reused()?;
         check_plannable(&selector)?;
         if selector.uses_upstream() {
             return Err(CoreError::new(
@@ -157,14 +212,41 @@ impl CaptureSession {
         decide_op(self.builder.partial(), selector, op, false)
     }
 
-    /// The builder, for marking the capture stopped or unverified.
+    /// The builder, for marking the capture stopped or unverified (a session changed this way
+    /// is not kept, and one that reused the kept trace builds its events first; should that
+    /// fail, `finish` returns the error).
     pub fn builder_mut(&mut self) -> &mut TraceBuilder {
+        if let Err(error) = self.build_reused() {
+            self.failed.get_or_insert(error);
+        }
         &mut self.builder
     }
 
     /// Finalizes the trace and returns it with the last decisions.
     pub fn finish(self) -> CoreResult<(Trace, Vec<ValueDecision>)> {
-        let trace = self.builder.finish()?;
+        let (trace, last) = self.finish_shared()?;
+        Ok((Rc::unwrap_or_clone(trace), last))
+    }
+
+    /// [`Self::finish`], the trace possibly shared with the kept trace of a repeated capture
+    /// (the component's trace handles hold it so and copy it only to change it).
+    pub fn finish_shared(self) -> CoreResult<(Rc<Trace>, Vec<ValueDecision>)> {
+        if let Some(error) = self.failed {
+            return Err(error);
+        }
+        let options = self.builder.partial().options;
+        let kept_batch = match self.repeat {
+            Repeat::Reusing(kept) => {
+                repeat_cache::count_reuse();
+                return Ok((kept.trace(), Vec::new()));
+            }
+            Repeat::Single(batch) => Some(batch),
+            Repeat::Fresh | Repeat::Ineligible => None,
+        };
+        let trace = Rc::new(self.builder.finish()?);
+        if let Some(batch) = kept_batch {
+            repeat_cache::keep(options, batch, Rc::clone(&trace));
+        }
         let last = match self.plan {
             Some(mut plan) => {
                 let decisions = plan.advance(&trace, true)?;

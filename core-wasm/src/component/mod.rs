@@ -19,6 +19,7 @@ use exports::torchlens::core::core::{
     CaptureSession, Guest, GuestCaptureSession, GuestTrace, Trace,
 };
 use std::cell::RefCell;
+use std::rc::Rc;
 use torchlens::core::types as wit;
 
 /// The component's implementation of the `core` interface.
@@ -27,7 +28,9 @@ struct Component;
 /// A finished trace inside the component (interior mutability: `keep-payloads` edits it
 /// through a borrowed handle).
 pub struct TraceResource {
-    trace: RefCell<CoreTrace>,
+    /// Shared with the core's kept trace when a repeated capture reused it
+    /// (`build::repeat_cache`): a change makes the handle's own copy first.
+    trace: RefCell<Rc<CoreTrace>>,
 }
 
 /// A capture in progress. `RefCell<Option<..>>` because `finish` consumes the session.
@@ -35,9 +38,9 @@ pub struct SessionResource {
     session: RefCell<Option<CoreSession>>,
 }
 
-fn trace_handle(trace: CoreTrace) -> Trace {
+fn trace_handle(trace: impl Into<Rc<CoreTrace>>) -> Trace {
     Trace::new(TraceResource {
-        trace: RefCell::new(trace),
+        trace: RefCell::new(trace.into()),
     })
 }
 
@@ -116,7 +119,7 @@ impl GuestTrace for TraceResource {
     }
 
     fn keep_payloads(&self, slots: Vec<u64>) {
-        self.trace.borrow_mut().keep_payloads(&slots);
+        Rc::make_mut(&mut self.trace.borrow_mut()).keep_payloads(&slots);
     }
 
     fn body(&self) -> Vec<u8> {
@@ -133,7 +136,7 @@ impl GuestTrace for TraceResource {
         if let Some(backward) = &backward {
             backward.validate(&trace).map_err(core_error)?;
         }
-        trace.backward = backward;
+        Rc::make_mut(&mut trace).backward = backward;
         Ok(())
     }
 
@@ -247,7 +250,7 @@ impl GuestCaptureSession for SessionResource {
             .session
             .into_inner()
             .ok_or_else(finished_session_error)?;
-        let (trace, last) = session.finish().map_err(core_error)?;
+        let (trace, last) = session.finish_shared().map_err(core_error)?;
         Ok((trace_handle(trace), decisions(last)))
     }
 }

@@ -7,9 +7,11 @@ For each model: plain forward, tl.trace saving every op, tl.trace with a narrow 
 the floor under any capture that saves every value (``torch_floor.py``), measured in turns (a
 machine that slows for a while slows all four alike); the per-op overhead above the plain
 forward and the ratio to it. ``fixed_cost`` is a one-op model: its
-trace minus its forward is the fixed cost of a trace. With ``--reference-python``, the same
-models run under that interpreter's ``torchlens`` (the reference, 2.36.1, whose default
-``trace`` saves every op) and the figures print side by side.
+trace minus its forward is the fixed cost of a trace. The models in ``VARIED`` are also
+timed on inputs that change shape every call ("new-events µs/op"): the core gives a trace whose
+events equal the last capture's that capture's trace, so this is what a first trace costs.
+With ``--reference-python``, the same models run under that interpreter's ``torchlens`` (the
+reference, 2.36.1, whose default ``trace`` saves every op) and the figures print side by side.
 """
 
 from __future__ import annotations
@@ -147,6 +149,25 @@ def models():
     ]
 
 
+#: Models also timed on inputs that change shape every call (``plain_varied``, ``full_varied``):
+#: a trace of the same model on the same shapes sends the core the same events as the last one
+#: and is given that trace (``core-wasm/src/build/repeat_cache.rs``); alternating two shapes
+#: makes every trace's events new to the core, the cost of a first trace.
+VARIED = ("deep_mlp_50", "transformer_6", "fixed_cost")
+
+
+def alternating(call, x: torch.Tensor):
+    """``call`` on ``x`` and on ``x`` with one more row, in turn."""
+    inputs = (x, torch.cat([x, x[:1]]))
+    turn = [0]
+
+    def run():
+        turn[0] ^= 1
+        return call(inputs[turn[0]])
+
+    return run
+
+
 def runs_for(call, repeats: int, budget: float = 2.0) -> Tuple[int, int]:
     """(turns, calls per turn) for one model: at least ``repeats`` turns; a model that takes
     microseconds runs in blocks of about 20 ms (so the work a trace leaves behind, such as a
@@ -188,6 +209,9 @@ def measure_ours(repeats: int) -> dict:
                 ),
                 "floor": floor_run(model, x),
             }
+            if name in VARIED:
+                runs["plain_varied"] = alternating(model, x)
+                runs["full_varied"] = alternating(lambda x, model=model: tl.trace(model, x), x)
             turns, block = runs_for(runs["full"], repeats)
             timings = interleaved(runs, turns, block)
         results[name] = {"ops": len(trace), **timings}
@@ -215,7 +239,7 @@ def measure_reference(repeats: int) -> dict:
 def report(ours: dict, reference: dict) -> None:
     header = (
         f"{'model':<18}{'ops':>6}{'plain ms':>10}{'full ms':>10}{'x plain':>9}{'µs/op':>8}{'narrow ms':>11}"
-        f"{'floor x':>9}"
+        f"{'floor x':>9}{'new-events µs/op':>18}"
     )
     if reference:
         header += f"{'ref ops':>9}{'ref ms':>10}{'ref x':>8}{'ref µs/op':>11}{'speed-up/op':>13}"
@@ -227,6 +251,10 @@ def report(ours: dict, reference: dict) -> None:
             f"{row['full'] / row['plain']:>9.2f}{per_op:>8.1f}{row['narrow'] * 1e3:>11.2f}"
             f"{row['floor'] / row['plain']:>9.2f}"
         )
+        varied = ""
+        if "full_varied" in row:
+            varied = f"{(row['full_varied'] - row['plain_varied']) / row['ops'] * 1e6:.1f}"
+        line += f"{varied:>18}"
         if name in reference:
             ref = reference[name]
             ref_per_op = (ref["full"] - ref["plain"]) / ref["ops"] * 1e6

@@ -25,21 +25,38 @@ pub enum Argument {
 
 /// Arguments kept inline: an op's facts live until replay reads them, and a heap block per op
 /// for a few arguments, allocated while the forward frees activations around it, fragmented
-/// glibc's heap (a capture's peak memory came out several times higher in some runs).
-pub type Arguments = SmallVec<[Argument; 4]>;
+/// glibc's heap (a capture's peak memory came out several times higher in some runs). Three fit
+/// `x + 1`, `relu(x)` and `linear(x, weight, bias)`; a convolution's seven spill either way.
+pub type Arguments = SmallVec<[Argument; 3]>;
 
-/// One recorded op's replay facts.
+/// The keyword arguments of one op (name, argument), when it had any.
+pub struct KeywordArguments(Vec<(Py<PyAny>, Argument)>);
+
+/// Keyword arguments behind one thin pointer: most ops have none, and each op's facts stay until
+/// replay (8 bytes a record instead of an empty `Vec`'s 24).
+pub type Keywords = Option<Box<KeywordArguments>>;
+
+/// One recorded op's replay facts (96 bytes on 64-bit: a long capture keeps one per op).
 pub struct PendingOp {
     pub func: Py<PyAny>,
     /// Interned once per name (a Python string, not a heap block per op; see [`Arguments`]).
     pub name: Py<PyString>,
     pub args: Arguments,
-    pub keywords: Vec<(Py<PyAny>, Argument)>,
+    pub keywords: Keywords,
     /// The value id of its first output; the others follow in order.
     pub first_value: u64,
-    pub outputs: u64,
+    pub outputs: u32,
     /// Whether the op returned several tensors (each record then names its output's index).
     pub multiple: bool,
+}
+
+// A long capture keeps one record per op until replay: keep the record from growing unnoticed.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<PendingOp>() <= 96);
+
+/// The keywords of an op as [`PendingOp`] keeps them (none: no allocation).
+pub fn keywords(found: Vec<(Py<PyAny>, Argument)>) -> Keywords {
+    (!found.is_empty()).then(|| Box::new(KeywordArguments(found)))
 }
 
 /// The replay records of one capture not made yet (see the module docs).
@@ -102,16 +119,20 @@ impl PendingReplays {
         visit.call(&self.replay_record)?;
         for op in &self.ops {
             visit.call(&op.func)?;
+            let keywords = op
+                .keywords
+                .as_deref()
+                .map_or(&[][..], |found| found.0.as_slice());
             for argument in op
                 .args
                 .iter()
-                .chain(op.keywords.iter().map(|(_, value)| value))
+                .chain(keywords.iter().map(|(_, value)| value))
             {
                 if let Argument::Value(value) = argument {
                     visit.call(value)?;
                 }
             }
-            for (key, _) in &op.keywords {
+            for (key, _) in keywords {
                 visit.call(key)?;
             }
         }
@@ -139,14 +160,15 @@ impl PendingReplays {
                 .collect::<PyResult<Vec<_>>>()?;
             let template = PyTuple::new(py, template)?;
             // No keywords: None, which the record takes as its shared empty mapping.
-            let keyword_template = if op.keywords.is_empty() {
-                None
-            } else {
-                let keywords = PyDict::new(py);
-                for (key, argument) in &op.keywords {
-                    keywords.set_item(key, self.argument(py, argument)?)?;
+            let keyword_template = match &op.keywords {
+                None => None,
+                Some(found) => {
+                    let keywords = PyDict::new(py);
+                    for (key, argument) in &found.0 {
+                        keywords.set_item(key, self.argument(py, argument)?)?;
+                    }
+                    Some(keywords)
                 }
-                Some(keywords)
             };
             for index in 0..op.outputs {
                 let output_index = if op.multiple { Some(index) } else { None };
@@ -157,7 +179,7 @@ impl PendingReplays {
                     &keyword_template,
                     output_index,
                 ))?;
-                records.set_item(op.first_value + index, record)?;
+                records.set_item(op.first_value + u64::from(index), record)?;
             }
         }
         self.ops.clear();

@@ -44,6 +44,25 @@ const MAX_REMEMBERED_CODE: usize = 20_000;
 /// its file and function name.
 type CodeSource = Option<(String, String)>;
 
+/// How the trace names one callable and whether it writes in place (`naming.describe`), with
+/// the name as the interned Python string the replay records hold: asked on every op, so kept
+/// as shared text (no string is copied per op but the event's own).
+struct Description {
+    name: std::sync::Arc<str>,
+    in_place: bool,
+    python_name: Py<PyString>,
+}
+
+impl Description {
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        Self {
+            name: self.name.clone(),
+            in_place: self.in_place,
+            python_name: self.python_name.clone_ref(py),
+        }
+    }
+}
+
 /// One capture's recorder, over the capture's Python state (the same objects the Python path
 /// uses, so both paths can record ops of one capture in any mix).
 #[pyclass(module = "torchlens._native")]
@@ -65,6 +84,9 @@ pub struct HeldOpRecorder {
     replays: Py<PendingReplays>,
     /// torch dtype → neutral dtype name.
     dtype_names: Py<PyDict>,
+    /// The torch dtypes outputs had so far with their neutral dtype (a handful; torch's dtype
+    /// objects live as long as torch, and are held here besides).
+    dtypes_seen: Vec<(Py<PyAny>, Dtype)>,
     /// The capture's `_reference(tensor) -> (value id, reference)`, for tensors not pinned.
     python_reference: Py<PyAny>,
     /// The capture's `protect(target)`: copies what an `out=` op is about to overwrite.
@@ -76,9 +98,9 @@ pub struct HeldOpRecorder {
     python_record: Py<PyAny>,
     /// `describe(func) -> (name, in place)` of `backends/torch/naming.py`.
     python_describe: Py<PyAny>,
-    /// Callable address → its name and whether it writes in place; the callables are held in
-    /// `described`, so an address is never reused while it is a key.
-    descriptions: HashMap<usize, (String, bool)>,
+    /// Callable address → how the trace names it; the callables are held in `described`, so an
+    /// address is never reused while it is a key.
+    descriptions: HashMap<usize, Description>,
     described: Vec<Py<PyAny>>,
     /// Folders whose frames are not user code (torch's, TorchLens's own).
     skipped_folders: Vec<String>,
@@ -142,6 +164,7 @@ impl HeldOpRecorder {
             unindexed,
             replays,
             dtype_names,
+            dtypes_seen: Vec::new(),
             python_reference,
             protect,
             run_in_place,
@@ -175,6 +198,9 @@ impl HeldOpRecorder {
         visit.call(&self.replays)?;
         self.tags.traverse(&visit)?;
         visit.call(&self.dtype_names)?;
+        for (dtype, _) in &self.dtypes_seen {
+            visit.call(dtype)?;
+        }
         visit.call(&self.python_reference)?;
         visit.call(&self.protect)?;
         visit.call(&self.run_in_place)?;
@@ -214,7 +240,9 @@ impl HeldOpRecorder {
         // No borrow is held while the op runs, nor while Python's `protect` or `record` does;
         // the Python calls made inside `record` (the capture's `_reference`, the replay record's
         // class) run with torch's mode stack set aside, so they never reach the recorder.
-        let (name, writes_in_place) = slf.borrow_mut().describe(py, func)?;
+        let description = slf.borrow_mut().describe(py, func)?;
+        let name = &*description.name;
+        let writes_in_place = description.in_place;
         // Buffers and constants read for the first time are declared (copied) before the op may
         // change them in place (`Capture.declare_leaves` is the definition); the ids found here
         // are the ones `record` templates the arguments with.
@@ -240,7 +268,7 @@ impl HeldOpRecorder {
         } else if in_place && protects && !args.is_empty() {
             let run_in_place = slf.borrow().run_in_place.clone_ref(py);
             run_in_place
-                .call1(py, (func, name.as_str(), &args, &kwargs))?
+                .call1(py, (func, name, &args, &kwargs))?
                 .into_bound(py)
         } else {
             func.call(&args, Some(&kwargs))?
@@ -248,7 +276,7 @@ impl HeldOpRecorder {
         let recorded = slf.borrow_mut().record(
             py,
             func,
-            &name,
+            &description,
             in_place,
             args.as_any(),
             kwargs.as_any(),
@@ -260,7 +288,17 @@ impl HeldOpRecorder {
         }
         let python_record = slf.borrow().python_record.clone_ref(py);
         Ok(python_record
-            .call1(py, (func, name, in_place, args, kwargs, out))?
+            .call1(
+                py,
+                (
+                    func,
+                    description.python_name.bind(py),
+                    in_place,
+                    args,
+                    kwargs,
+                    out,
+                ),
+            )?
             .into_bound(py))
     }
 }
@@ -364,7 +402,7 @@ impl HeldOpRecorder {
         &mut self,
         py: Python<'_>,
         func: &Bound<'_, PyAny>,
-        name: &str,
+        description: &Description,
         in_place: bool,
         args: &Bound<'_, PyAny>,
         kwargs: &Bound<'_, PyAny>,
@@ -374,7 +412,7 @@ impl HeldOpRecorder {
         let (Ok(args), Ok(kwargs)) = (args.cast::<PyTuple>(), kwargs.cast::<PyDict>()) else {
             return Ok(None);
         };
-        let Some((results, multiple)) = self.results(py, name, args, out)? else {
+        let Some((results, multiple)) = self.results(py, &description.name, args, out)? else {
             return Ok(Some(false));
         };
         let source = self.source(py)?;
@@ -382,7 +420,7 @@ impl HeldOpRecorder {
         let Some(held) = self.hold(
             py,
             func,
-            name,
+            description,
             in_place,
             args,
             kwargs,
@@ -575,20 +613,40 @@ impl HeldOpRecorder {
 
     /// How the trace names `func` and whether it writes in place (`naming.describe`, asked
     /// once per callable).
-    fn describe(&mut self, py: Python<'_>, func: &Bound<'_, PyAny>) -> PyResult<(String, bool)> {
+    fn describe(&mut self, py: Python<'_>, func: &Bound<'_, PyAny>) -> PyResult<Description> {
         let key = func.as_ptr() as usize;
         if let Some(description) = self.descriptions.get(&key) {
-            return Ok(description.clone());
+            return Ok(description.clone_ref(py));
         }
-        let description: (String, bool) =
+        let (name, in_place): (String, bool) =
             self.python_describe.bind(py).call1((func,))?.extract()?;
+        let description = Description {
+            python_name: PyString::intern(py, &name).unbind(),
+            name: name.into(),
+            in_place,
+        };
         if self.described.len() >= MAX_REMEMBERED_CODE {
             self.descriptions.clear();
             self.described.clear();
         }
-        self.descriptions.insert(key, description.clone());
+        self.descriptions.insert(key, description.clone_ref(py));
         self.described.push(func.clone().unbind());
         Ok(description)
+    }
+
+    /// The neutral dtype of a torch dtype (None for one without a neutral name), looked up in
+    /// `dtype_names` once per dtype and capture.
+    fn neutral_dtype(&mut self, dtype: &Bound<'_, PyAny>) -> PyResult<Option<Dtype>> {
+        if let Some((_, neutral)) = self.dtypes_seen.iter().find(|(seen, _)| dtype.is(seen)) {
+            return Ok(Some(neutral.clone()));
+        }
+        let Some(name) = self.dtype_names.bind(dtype.py()).get_item(dtype)? else {
+            return Ok(None);
+        };
+        let neutral = Dtype::from_name(&name.extract::<String>()?);
+        self.dtypes_seen
+            .push((dtype.clone().unbind(), neutral.clone()));
+        Ok(Some(neutral))
     }
 
     /// The tensors an op returned, and whether it returned several (a tuple or list, or
@@ -675,10 +733,10 @@ impl HeldOpRecorder {
     /// (see the module docs); None, with nothing changed, when the Python path must record it.
     #[allow(clippy::too_many_arguments)]
     fn hold<'py>(
-        &self,
+        &mut self,
         py: Python<'py>,
         func: &Bound<'py, PyAny>,
-        name: &str,
+        description: &Description,
         in_place: bool,
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
@@ -710,14 +768,14 @@ impl HeldOpRecorder {
             position += 1;
         }
         // Every output's description before anything is changed.
+        let name = &*description.name;
         let mut described = Vec::with_capacity(results.len());
         for result in results.iter() {
-            let dtype = result.getattr(intern!(py, "dtype"))?;
-            let Some(dtype_name) = self.dtype_names.bind(py).get_item(&dtype)? else {
+            let Some(dtype) = self.neutral_dtype(&result.getattr(intern!(py, "dtype"))?)? else {
                 return Ok(None);
             };
             let shape: Vec<u64> = result.getattr(intern!(py, "shape"))?.extract()?;
-            described.push((result, shape, dtype_name.extract::<String>()?));
+            described.push((result, shape, dtype));
         }
         // The plan decides before anything is changed (it answers alike for every output).
         let answer = match self.keeping {
@@ -737,7 +795,7 @@ impl HeldOpRecorder {
             .getattr(intern!(py, "_next_value"))?
             .extract()?;
         let mut value_id = first_value_id;
-        for (result, shape, dtype_name) in described {
+        for (result, shape, dtype) in described {
             if self.keeping != Keeping::Every {
                 self.tag(py, &result, value_id)?;
                 if matches!(answer, Some(PlanAnswer::Selected | PlanAnswer::KeepAll)) {
@@ -754,7 +812,7 @@ impl HeldOpRecorder {
                 outputs.push(TensorDesc {
                     tensor: value_id,
                     shape: shape.into(),
-                    dtype: Dtype::from_name(&dtype_name),
+                    dtype,
                     // A rejected output's slot is named anyway (as `CaptureSession.op` names it:
                     // a call may still return the value); with nothing saved there is none.
                     payload: answer.map(|_| value_id),
@@ -784,14 +842,14 @@ impl HeldOpRecorder {
             outputs.push(TensorDesc {
                 tensor: value_id,
                 shape: shape.into(),
-                dtype: Dtype::from_name(&dtype_name),
+                dtype,
                 payload: Some(value_id),
             });
             value_id += 1;
         }
         self.replays.bind(py).try_borrow_mut()?.push(PendingOp {
             func: func.clone().unbind(),
-            name: PyString::intern(py, name).unbind(),
+            name: description.python_name.clone_ref(py),
             args: template,
             keywords: keywords(keyword_template),
             first_value: first_value_id,

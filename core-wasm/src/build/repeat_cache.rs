@@ -58,12 +58,10 @@ pub fn lookup(options: &TraceOptions, batch: &[u8]) -> Option<Rc<KeptTrace>> {
     })
 }
 
-/// Keeps `trace`, built with `options` from `batch` alone, in place of the last one (a batch
-/// above [`MAX_KEPT_BATCH_BYTES`] is not kept).
+/// Keeps `trace`, built with `options` from `batch` alone, in place of the last one. The session
+/// passes only batches up to [`MAX_KEPT_BATCH_BYTES`] (it checks before copying one).
 pub fn keep(options: TraceOptions, batch: Vec<u8>, trace: Rc<Trace>) {
-    if batch.len() > MAX_KEPT_BATCH_BYTES {
-        return;
-    }
+    debug_assert!(batch.len() <= MAX_KEPT_BATCH_BYTES);
     let entry = KeptTrace {
         options,
         batch,
@@ -80,9 +78,4 @@ pub(super) fn count_reuse() {
 /// How many sessions on this thread finished with the kept trace (for tests and diagnostics).
 pub fn reused_count() -> u64 {
     REUSED.with(Cell::get)
-}
-
-/// Drops the kept trace (its memory returns to the allocator).
-pub fn forget() {
-    KEPT.with(|kept| *kept.borrow_mut() = None);
 }

@@ -36,6 +36,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<pending_replays::PendingReplays>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
+    module.add_function(wrap_pyfunction!(module_bracket::install_brackets, module)?)?;
+    module.add_function(wrap_pyfunction!(module_bracket::release_brackets, module)?)?;
     module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;
     module.add(
         "WASMTIME_VERSION",

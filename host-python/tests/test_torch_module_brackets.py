@@ -115,7 +115,16 @@ def test_a_module_with_hooks_of_its_own_keeps_the_order_global_hooks_gave():
     assert len(model.first._forward_pre_hooks) == 1 and len(model.first._forward_hooks) == 1
 
 
-def test_overlapping_captures_on_two_threads_share_the_brackets_and_take_them_off_at_the_end():
+@pytest.mark.parametrize(
+    "narrow",
+    [(), ("second",), ("first",)],
+    ids=["both-full", "second-narrow", "first-narrow"],
+)
+def test_overlapping_captures_on_two_threads_share_the_brackets_and_take_them_off_at_the_end(narrow):
+    """Also when one of the captures reports module calls through Python hooks (a narrow
+    ``save=``) and the other through native ones: on the native host the brackets a capture
+    with native hooks puts on are native records, which the other capture then shares (and the
+    other way round)."""
     first_inside = threading.Event()
     checked = threading.Event()
     results = {}
@@ -129,7 +138,8 @@ def test_overlapping_captures_on_two_threads_share_the_brackets_and_take_them_of
     x = torch.randn(2, 4)
 
     def run(name):
-        results[name] = tl.trace(model, x)
+        save = (tl.func("relu") | tl.func("linear")) if name in narrow else None
+        results[name] = tl.trace(model, x, save=save)
 
     first = threading.Thread(target=run, args=("first",), name="first")
     first.start()

@@ -449,18 +449,19 @@ class Capture(LiveEditHost):
         walked = WalkedModel(self.model)
         declaration = declaration_of(self.model, walked, session.peek_value_id())
         tree = walked.tree
-        modules = [tree[place][1] for place in declaration.declared_modules]
-        self.modules = modules
-        self.module_ids = dict(zip(map(id, modules), range(len(modules))))
+        self.modules = [tree[place][1] for place in declaration.declared_modules]
+        # Copies of the declaration's own (ids and names only): the capture adds to them.
+        self.module_ids = declaration.module_ids.copy()
         self.addresses = dict(declaration.module_addresses)
         slots = walked.param_slots
         params = [slots[slot] for slot in declaration.declared_params]
-        # Parameters outlive the capture: pinned (see the ids section), never tagged.
+        # Parameters outlive the capture: pinned (see the ids section), never tagged. Their ids
+        # start where the declaration's do (``declaration_of`` checked it).
         value_ids = session.new_value_ids(len(params))
         self.pinned.update(zip(map(id, params), zip(params, value_ids)))
         self.params.update(zip(value_ids, params))  # the same dict: the native record reads it
         self.param_tensors = dict(zip(declaration.param_addresses, params))
-        self.param_dtypes = dict(zip(value_ids, declaration.param_dtypes))
+        self.param_dtypes = declaration.param_dtypes_by_value.copy()
         self.buffer_addresses = dict(declaration.buffer_addresses)
         session.declare(declaration.modules, declaration.params, declaration.prepared)
 

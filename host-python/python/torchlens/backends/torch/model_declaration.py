@@ -73,6 +73,8 @@ class ModelDeclaration:
         "param_addresses",
         "param_dtypes",
         "buffer_addresses",
+        "module_ids",
+        "param_dtypes_by_value",
         "prepared",
     )
 
@@ -89,6 +91,10 @@ class ModelDeclaration:
         self.param_dtypes: List[str] = []
         #: ``id()`` of a buffer → its first address.
         self.buffer_addresses: Dict[int, str] = {}
+        #: ``id()`` of each declared module → its module id (a capture copies it, then adds to it).
+        self.module_ids: Dict[int, int] = {}
+        #: Parameter value id → its dtype name.
+        self.param_dtypes_by_value: Dict[int, str] = {}
         #: The hosts' encoded events of ``modules`` and ``params`` (see ``CaptureSession.declare``).
         self.prepared: Dict[type, Any] = {}
 
@@ -146,6 +152,7 @@ def build_declaration(walked: WalkedModel, first_value_id: int) -> ModelDeclarat
             (module_id, names, type(module).__name__, isinstance(module, _CONTAINERS), module.training)
         )
     declaration.declared_modules = first_places
+    declaration.module_ids = module_ids
     # Parameter slots are visited for every address; a shared module's slots, and a parameter
     # shared by several modules, are declared once (at the first module that holds it).
     declared: Dict[int, int] = {}
@@ -175,6 +182,7 @@ def build_declaration(walked: WalkedModel, first_value_id: int) -> ModelDeclarat
             for buffer_name, buffer in buffers.items():
                 if buffer is not None:
                     declaration.buffer_addresses.setdefault(id(buffer), prefix + buffer_name)
+    declaration.param_dtypes_by_value = dict(zip(range(first_value_id, value_id), declaration.param_dtypes))
     return declaration
 
 

@@ -89,10 +89,17 @@ def _thread_post_hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
 
 
 @functools.cache
-def _native_bracket_class() -> Any:
-    from torchlens._native import ModuleBracket
+def _native_functions() -> Any:
+    """The native extension, or None (the pure wheel)."""
+    try:
+        from torchlens import _native
+    except ImportError:
+        return None
+    return _native
 
-    return ModuleBracket
+
+def _native_bracket_class() -> Any:
+    return _native_functions().ModuleBracket
 
 
 def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any], native: bool) -> Callable[..., Any]:
@@ -138,23 +145,34 @@ def install(
     whose methods ``pre`` and ``post`` are (a native bracket then calls it directly). Returns
     the undo step, to run when the capture ends."""
     owner = threading.get_ident()
-    installed: List[_Installation] = []
+    native = native_hooks is not None
+    installed: List[Any] = []
 
     def remove() -> None:
         with _LOCK:
             _HOOKS_BY_THREAD.pop(owner, None)
             _release(installed)
 
+    def install_one(module: torch.nn.Module) -> Any:
+        # An installation holds its module, so its id cannot be another module's.
+        installation = _INSTALLED.get(id(module))
+        if installation is None:
+            installation = _Installation(module, native)
+            _INSTALLED[id(module)] = installation
+        installation.users += 1
+        return installation
+
     with _LOCK:
         try:
-            for module in modules:
-                # An installation holds its module, so its id cannot be another module's.
-                installation = _INSTALLED.get(id(module))
-                if installation is None:
-                    installation = _Installation(module, native_hooks is not None)
-                    _INSTALLED[id(module)] = installation
-                installation.users += 1
-                installed.append(installation)
+            if native:
+                # The same steps in one native call; a native bracket is its own installation
+                # record (``host-python/src/module_bracket.rs``), other modules come back here.
+                _native_functions().install_brackets(
+                    modules, _INSTALLED, _HOOKS_BY_THREAD, install_one, installed
+                )
+            else:
+                for module in modules:
+                    installed.append(install_one(module))
         except BaseException:
             # Nothing stays half-installed: what went in comes off before the error propagates.
             _release(installed)
@@ -163,13 +181,23 @@ def install(
     return remove
 
 
-def _release(installed: List[_Installation]) -> None:
+def _release(installed: List[Any]) -> None:
     """One capture stops using these installations (called holding the lock); the last user of
-    each takes it off."""
-    for installation in installed:
-        installation.users -= 1
-        if installation.users == 0:
-            _uninstall(installation)
+    each takes it off. Where the native extension is present it walks the list, taking native
+    brackets off itself (a capture without native hooks may share one another capture put on)
+    and handing every ``_Installation`` to :func:`_release_one`."""
+    native = _native_functions()
+    if native is not None:
+        native.release_brackets(installed, _INSTALLED, _release_one)
+    else:
+        for installation in installed:
+            _release_one(installation)
+
+
+def _release_one(installation: _Installation) -> None:
+    installation.users -= 1
+    if installation.users == 0:
+        _uninstall(installation)
 
 
 def _uninstall(installation: _Installation) -> None:

@@ -4,8 +4,6 @@
 //! adapter's own tensor id of the op's value. The events are built from `torchlens-schema`
 //! alone: the extension never links the core natively, it only talks to the component.
 
-use std::cell::RefCell;
-
 use crate::engine::SharedInstance;
 use crate::errors::IntoPyResult;
 use crate::trace::Trace;
@@ -35,21 +33,6 @@ pub struct Session {
     /// Decisions from events `mark_stopped` sent on its own; the next `flush` or `finish`
     /// returns them first.
     held: Vec<(u64, bool)>,
-    /// Batches sent so far.
-    batches_sent: usize,
-}
-
-/// The largest first batch whose events and bytes are kept for the next session (the core's
-/// repeat cache keeps batches up to the same size: `core-wasm/src/build/repeat_cache.rs`).
-const MAX_KEPT_BATCH_BYTES: usize = 128 * 1024;
-
-thread_local! {
-    /// The events of the last first batch a session on this thread sent, with their postcard
-    /// bytes. Tracing one model again on the same shapes sends the same events, which the core
-    /// serves from its repeat cache by comparing the bytes; comparing the events here first
-    /// spares encoding them again (about 30 µs for a 280-event transformer trace, against a few
-    /// for the comparison). Postcard is deterministic, so equal events have equal bytes.
-    static LAST_FIRST_BATCH: RefCell<Option<(Vec<RawEvent>, Vec<u8>)>> = const { RefCell::new(None) };
 }
 
 impl Session {
@@ -59,7 +42,6 @@ impl Session {
             handle: Some(handle),
             pending: Vec::with_capacity(256),
             held: Vec::new(),
-            batches_sent: 0,
         }
     }
 
@@ -69,31 +51,14 @@ impl Session {
         if self.pending.is_empty() {
             return Ok(Vec::new());
         }
-        let events = std::mem::take(&mut self.pending);
-        let first = self.batches_sent == 0;
-        self.batches_sent += 1;
-        // The kept batch is taken out while the core runs and put back after.
-        let kept = if first {
-            LAST_FIRST_BATCH.with(|last| last.borrow_mut().take())
-        } else {
-            None
-        };
-        let (events, bytes) = match kept {
-            Some((kept_events, bytes)) if kept_events == events => (kept_events, bytes),
-            _ => {
-                let batch = EventBatch { events };
-                let bytes = batch.to_postcard();
-                (batch.events, bytes)
-            }
-        };
+        let batch = EventBatch {
+            events: std::mem::take(&mut self.pending),
+        }
+        .to_postcard();
         let decisions = self
             .instance
-            .with(|core| core.ingest(handle, &bytes))
-            .py_result(py);
-        if first && bytes.len() <= MAX_KEPT_BATCH_BYTES {
-            LAST_FIRST_BATCH.with(|last| *last.borrow_mut() = Some((events, bytes)));
-        }
-        let decisions = decisions?;
+            .with(|core| core.ingest(handle, &batch))
+            .py_result(py)?;
         Ok(decisions
             .into_iter()
             .map(|decision| (decision.value, decision.selected))

@@ -271,7 +271,8 @@ impl HeldOpRecorder {
                 .call1(py, (func, name, &args, &kwargs))?
                 .into_bound(py)
         } else {
-            func.call(&args, Some(&kwargs))?
+            // No keywords: no dict for torch's argument parser to read.
+            func.call(&args, (!kwargs.is_empty()).then_some(&kwargs))?
         };
         let recorded = slf.borrow_mut().record(
             py,
@@ -820,7 +821,12 @@ impl HeldOpRecorder {
                 value_id += 1;
                 continue;
             }
-            pinned.set_item(result.as_ptr() as usize, (&result, value_id))?;
+            // One Python int for the id in the four places that key or hold it.
+            let id_object = value_id.into_pyobject(py)?;
+            pinned.set_item(
+                result.as_ptr() as usize,
+                PyTuple::new(py, [result.as_any(), id_object.as_any()])?,
+            )?;
             // The model's own tensor is held; detached only when it carries autograd history.
             let mut kept = if result.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
                 result.call_method0(intern!(py, "detach"))?
@@ -829,8 +835,8 @@ impl HeldOpRecorder {
             };
             match kept.getattr(intern!(py, "_version")) {
                 Ok(version) => {
-                    versions.set_item(value_id, version)?;
-                    unindexed.append(value_id)?;
+                    versions.set_item(&id_object, version)?;
+                    unindexed.append(&id_object)?;
                 }
                 // Inference tensors keep no version counter: hold a copy.
                 Err(error) if error.is_instance_of::<PyRuntimeError>(py) => {
@@ -838,7 +844,7 @@ impl HeldOpRecorder {
                 }
                 Err(error) => return Err(error),
             }
-            payloads.set_item(value_id, kept)?;
+            payloads.set_item(id_object, kept)?;
             outputs.push(TensorDesc {
                 tensor: value_id,
                 shape: shape.into(),

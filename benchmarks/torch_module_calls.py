@@ -5,10 +5,10 @@ global forward hooks (what it used before), against a plain forward, in turns in
     python benchmarks/torch_module_calls.py [--repeats N]
 
 Global hooks are forced by making ``module_brackets.can_bracket`` answer False, which is the
-path a function root takes; the Python bracket by making ``module_brackets._bracket_for`` build
-it whatever the capture asked for (the pure host's bracket, and that of a capture with live
-edits). Torch runs on one thread, as in the other benchmark scripts. The trace's ops and module
-calls are the same every way (``test_torch_module_brackets.py``).
+path a function root takes; the Python bracket by making ``module_brackets._native_functions``
+answer None, so the native extension makes no brackets (the pure host's bracket, and that of a
+capture with live edits). Torch runs on one thread, as in the other benchmark scripts. The
+trace's ops and module calls are the same every way (``test_torch_module_brackets.py``).
 """
 
 from __future__ import annotations
@@ -46,23 +46,20 @@ def traced_with(reporting: str, model: torch.nn.Module, x: torch.Tensor) -> Call
     from torchlens.backends.torch import module_brackets
 
     bracketing = module_brackets.can_bracket
-    bracket_for = module_brackets._bracket_for
-
-    def python_bracket(module, forward, native):
-        return bracket_for(module, forward, False)
+    native_functions = module_brackets._native_functions
 
     def run() -> object:
         if reporting == "brackets":
             return tl.trace(model, x)
         if reporting == "python brackets":
-            module_brackets._bracket_for = python_bracket
+            module_brackets._native_functions = lambda: None
         else:
             module_brackets.can_bracket = lambda modules: False
         try:
             return tl.trace(model, x)
         finally:
             module_brackets.can_bracket = bracketing
-            module_brackets._bracket_for = bracket_for
+            module_brackets._native_functions = native_functions
 
     return run
 

@@ -33,7 +33,7 @@ pub struct ModuleBracket {
     /// capture running on that thread (`module_brackets._HOOKS_BY_THREAD`).
     hooks_by_thread: Py<PyDict>,
     /// What the module's `__dict__` held as `forward` before the bracket went in (None:
-    /// nothing), when [`install_brackets`] installed it.
+    /// nothing).
     previous: Option<Py<PyAny>>,
     /// How many captures use the bracket; changed only holding `module_brackets._LOCK`.
     users: AtomicUsize,
@@ -41,17 +41,6 @@ pub struct ModuleBracket {
 
 #[pymethods]
 impl ModuleBracket {
-    #[new]
-    fn new(module: Py<PyAny>, forward: Py<PyAny>, hooks_by_thread: Py<PyDict>) -> Self {
-        Self {
-            module,
-            forward,
-            hooks_by_thread,
-            previous: None,
-            users: AtomicUsize::new(0),
-        }
-    }
-
     /// The Python objects held, for the cyclic collector (the module holds the bracket in its
     /// `__dict__` while it is installed: a cycle).
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -49,12 +49,13 @@ _NOTHING = object()
 
 
 class _Installation:
-    """One module's bracket (or, on a module with hooks of its own, its two prepended hooks),
-    how many captures use it, and what its ``__dict__`` held before."""
+    """One module's Python bracket (or, on a module with hooks of its own, its two prepended
+    hooks), how many captures use it, and what its ``__dict__`` held before. A native bracket is
+    its own record (``install_brackets`` in ``host-python/src/module_bracket.rs``)."""
 
     __slots__ = ("module", "bracket", "previous", "handles", "users")
 
-    def __init__(self, module: torch.nn.Module, native: bool) -> None:
+    def __init__(self, module: torch.nn.Module) -> None:
         self.module = module
         self.bracket: Any = None
         self.previous: Any = _NOTHING
@@ -71,7 +72,7 @@ class _Installation:
             return
         own = module.__dict__
         self.previous = own.get("forward", _NOTHING)
-        self.bracket = _bracket_for(module, module.forward, native)
+        self.bracket = _bracket_for(module, module.forward)
         own["forward"] = self.bracket
 
 
@@ -98,18 +99,12 @@ def _native_functions() -> Any:
     return _native
 
 
-def _native_bracket_class() -> Any:
-    return _native_functions().ModuleBracket
-
-
-def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any], native: bool) -> Callable[..., Any]:
-    """The bracket of one module around its ``forward`` (read before the bracket went in).
-    ``native``: the native extension's (``_native.ModuleBracket``, see
-    ``host-python/src/module_bracket.rs``), which does what this definition does with no Python
-    frame; asked for by a capture whose hooks are native, so the pure host keeps running this
-    one. Either serves every capture that shares the module later."""
-    if native:
-        return _native_bracket_class()(module, forward, _HOOKS_BY_THREAD)
+def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any]) -> Callable[..., Any]:
+    """The Python bracket of one module around its ``forward`` (read before the bracket went
+    in): the definition, which the pure host and captures with Python hooks run. A capture
+    whose hooks are native gets ``_native.ModuleBracket`` instead (``install_brackets`` in
+    ``host-python/src/module_bracket.rs``), which does the same with no Python frame. Either
+    serves every capture that shares the module later."""
     hooks_by_thread = _HOOKS_BY_THREAD
     thread_ident = threading.get_ident
 
@@ -145,7 +140,9 @@ def install(
     whose methods ``pre`` and ``post`` are (a native bracket then calls it directly). Returns
     the undo step, to run when the capture ends."""
     owner = threading.get_ident()
-    native = native_hooks is not None
+    # Native brackets where the capture's hooks are native (the extension makes and records
+    # them in one call); the Python bracket otherwise.
+    native = _native_functions() if native_hooks is not None else None
     installed: List[Any] = []
 
     def remove() -> None:
@@ -157,19 +154,16 @@ def install(
         # An installation holds its module, so its id cannot be another module's.
         installation = _INSTALLED.get(id(module))
         if installation is None:
-            installation = _Installation(module, native)
+            installation = _Installation(module)
             _INSTALLED[id(module)] = installation
         installation.users += 1
         return installation
 
     with _LOCK:
         try:
-            if native:
-                # The same steps in one native call; a native bracket is its own installation
-                # record (``host-python/src/module_bracket.rs``), other modules come back here.
-                _native_functions().install_brackets(
-                    modules, _INSTALLED, _HOOKS_BY_THREAD, install_one, installed
-                )
+            if native is not None:
+                # Modules with hooks of their own, or a Python installation, come back here.
+                native.install_brackets(modules, _INSTALLED, _HOOKS_BY_THREAD, install_one, installed)
             else:
                 for module in modules:
                     installed.append(install_one(module))

@@ -76,7 +76,7 @@ fn other_events_or_other_options_are_built() {
     let reused_before = repeat_cache::reused_count();
     let trace = capture(&wide, options);
     assert_eq!(trace, built(&wide, options));
-    assert_eq!(trace.ops[1].shape.as_slice(), &[8]);
+    assert_eq!(&trace.ops[1].shape[..], &[8]);
     let flat = TraceOptions {
         recurrence_detection: false,
         ..options

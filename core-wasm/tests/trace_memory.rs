@@ -1,7 +1,7 @@
-//! What a long trace keeps per op: its ops share one copy of each source file and function
-//! name, an op whose layer ran once shares the layer's label, layers share their function's op
-//! type (built from events and decoded from a `.tlspec` alike), and a layer that ran once keeps
-//! its op inline.
+//! What a long trace keeps per op: its ops share one copy of each source location (and of each
+//! file and function name) and of each shape, an op whose layer ran once shares the layer's
+//! label, layers share their function's op type (built from events and decoded from a `.tlspec`
+//! alike), and a layer that ran once keeps its op inline.
 
 #[path = "tlspec_support.rs"]
 mod support;
@@ -37,15 +37,23 @@ fn loop_trace(steps: usize) -> Trace {
     builder.finish().expect("trace finishes")
 }
 
-/// Whether every op with a source points at the same file and function text as the first.
+/// Whether every op with a source points at the same location as the first (all the loop's ops
+/// are called from one line).
 fn sources_shared(trace: &Trace) -> bool {
     let mut sources = trace.ops.iter().filter_map(|op| op.source.as_ref());
     let Some(first) = sources.next() else {
         return false;
     };
-    sources.all(|source| {
-        Arc::ptr_eq(&source.file, &first.file) && Arc::ptr_eq(&source.function, &first.function)
-    })
+    sources.all(|source| Arc::ptr_eq(source, first))
+}
+
+/// Whether the ops with equal shapes point at one copy of it (the loop's ops are all `[4]`).
+fn shapes_shared(trace: &Trace) -> bool {
+    let first = &trace.ops[0].shape;
+    trace
+        .ops
+        .iter()
+        .all(|op| op.shape[..] == [4] && Arc::ptr_eq(&op.shape, first))
 }
 
 /// Whether each op of a layer that ran once holds the layer's own label, and each layer its
@@ -66,7 +74,7 @@ fn labels_and_types_shared(trace: &Trace) -> bool {
 }
 
 #[test]
-fn ops_built_from_events_share_their_source_text() {
+fn ops_built_from_events_share_their_source_text_and_shapes() {
     let trace = loop_trace(50);
     assert_eq!(
         trace.ops.iter().filter(|op| op.source.is_some()).count(),
@@ -81,17 +89,19 @@ fn ops_built_from_events_share_their_source_text() {
         ("/home/user/project/loop.py", 12, "forward")
     );
     assert!(sources_shared(&trace));
+    assert!(shapes_shared(&trace));
     assert!(labels_and_types_shared(&trace));
     assert_eq!(&*trace.ops[1].label, "relu_1_2");
 }
 
 #[test]
-fn a_decoded_trace_shares_its_source_text() {
+fn a_decoded_trace_shares_its_source_text_and_shapes() {
     let trace = loop_trace(50);
     let (_, decoded) = tlspec::decode_file(&support::encode(&trace)).expect("decodes");
     assert_eq!(decoded.ops.len(), trace.ops.len());
     assert_eq!(decoded.ops[7].source, trace.ops[7].source);
     assert!(sources_shared(&decoded));
+    assert!(shapes_shared(&decoded));
     assert!(labels_and_types_shared(&decoded));
 }
 

@@ -32,7 +32,7 @@ use smallvec::SmallVec;
 use torchlens_schema::dtype::Dtype;
 use torchlens_schema::events::{ArgRef, OpEvent, RawEvent, SourceLocation, TensorDesc};
 
-use crate::pending_replays::{keywords, Argument, Arguments, PendingOp, PendingReplays};
+use crate::pending_replays::{Argument, Arguments, PendingOp, PendingReplays};
 use crate::session::Session;
 use crate::value_tags::ValueTags;
 
@@ -857,13 +857,13 @@ impl HeldOpRecorder {
             func: func.clone().unbind(),
             name: description.python_name.clone_ref(py),
             args: template,
-            keywords: keywords(keyword_template),
+            keywords: keyword_template,
             first_value: first_value_id,
             outputs: u32::try_from(value_id - first_value_id).map_err(|_| {
                 pyo3::exceptions::PyValueError::new_err("an op returned more than 2^32 tensors")
             })?,
             multiple,
-        });
+        })?;
         let event = RawEvent::Op(OpEvent {
             func: name.to_owned(),
             args: parents

@@ -10,9 +10,11 @@
 //! `adapter_kit/replay.py`'s `argument_template`) the first time anything reads the records
 //! (`backends/torch/replay_records.py`).
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyString, PyTuple};
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 
 /// One argument of a recorded op: a value passed as it is, or a tensor named by its value id.
@@ -23,26 +25,19 @@ pub enum Argument {
     Tensor(u64),
 }
 
-/// Arguments kept inline: an op's facts live until replay reads them, and a heap block per op
-/// for a few arguments, allocated while the forward frees activations around it, fragmented
-/// glibc's heap (a capture's peak memory came out several times higher in some runs). Three fit
-/// `x + 1`, `relu(x)` and `linear(x, weight, bias)`; a convolution's seven spill either way.
+/// An op's positional arguments as the recorder collects them (inline: no heap block per op
+/// while the forward runs; three fit `x + 1`, `relu(x)` and `linear(x, weight, bias)`).
 pub type Arguments = SmallVec<[Argument; 3]>;
 
-/// The keyword arguments of one op (name, argument), when it had any.
-pub struct KeywordArguments(Vec<(Py<PyAny>, Argument)>);
-
-/// Keyword arguments behind one thin pointer: most ops have none, and each op's facts stay until
-/// replay (8 bytes a record instead of an empty `Vec`'s 24).
-pub type Keywords = Option<Box<KeywordArguments>>;
-
-/// One recorded op's replay facts (96 bytes on 64-bit: a long capture keeps one per op).
+/// One recorded op's replay facts as the recorder hands them over ([`PendingReplays::push`]
+/// stores them packed).
 pub struct PendingOp {
     pub func: Py<PyAny>,
-    /// Interned once per name (a Python string, not a heap block per op; see [`Arguments`]).
+    /// Interned once per name (a Python string, not a heap block per op).
     pub name: Py<PyString>,
     pub args: Arguments,
-    pub keywords: Keywords,
+    /// The keyword arguments (name, argument), in call order; most ops have none.
+    pub keywords: Vec<(Py<PyAny>, Argument)>,
     /// The value id of its first output; the others follow in order.
     pub first_value: u64,
     pub outputs: u32,
@@ -50,19 +45,43 @@ pub struct PendingOp {
     pub multiple: bool,
 }
 
-// A long capture keeps one record per op until replay: keep the record from growing unnoticed.
-#[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<PendingOp>() <= 96);
-
-/// The keywords of an op as [`PendingOp`] keeps them (none: no allocation).
-pub fn keywords(found: Vec<(Py<PyAny>, Argument)>) -> Keywords {
-    (!found.is_empty()).then(|| Box::new(KeywordArguments(found)))
+/// One op as the store keeps it until replay (24 bytes on 64-bit: a long capture keeps one per
+/// op). Its callable is an index into the store's distinct callables, and its arguments are the
+/// next `arguments` entries of the store's one argument list (keywords likewise): replay reads
+/// the ops in order, so no op needs to say where its arguments start.
+struct StoredOp {
+    /// The value id of its first output; the others follow in order.
+    first_value: u64,
+    /// Index into [`PendingReplays::callables`].
+    callable: u32,
+    outputs: u32,
+    arguments: u32,
+    keywords: u16,
+    multiple: bool,
 }
 
+// A long capture keeps one record per op until replay: keep the record from growing unnoticed.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<StoredOp>() <= 24);
+
 /// The replay records of one capture not made yet (see the module docs).
+///
+/// Per op it keeps a [`StoredOp`] and its arguments in two flat lists that grow by doubling:
+/// a few large blocks, not a heap block per op (per-op blocks allocated while the forward frees
+/// activations around them fragmented glibc's heap: a capture's peak memory came out several
+/// times higher in some runs). `scale.py`'s loop kept 96 bytes an op as one record with its
+/// arguments inline; packed, an op of one or two arguments takes 40–56.
 #[pyclass(module = "torchlens._native")]
 pub struct PendingReplays {
-    ops: Vec<PendingOp>,
+    ops: Vec<StoredOp>,
+    /// Every op's positional arguments, op after op.
+    arguments: Vec<Argument>,
+    /// Every op's keyword arguments (name, argument), op after op.
+    keywords: Vec<(Py<PyAny>, Argument)>,
+    /// The distinct (callable, name) pairs the ops named, and where each sits (keyed by the
+    /// two objects' addresses: the list holds both, so an address cannot be reused meanwhile).
+    callables: Vec<(Py<PyAny>, Py<PyString>)>,
+    callable_index: HashMap<(usize, usize), u32>,
     /// Value id → parameter (a parameter argument is a `ParamRef`, any other a `ValueRef`).
     params: Py<PyDict>,
     value_ref: Py<PyAny>,
@@ -72,8 +91,33 @@ pub struct PendingReplays {
 
 impl PendingReplays {
     /// Keeps one op's facts.
-    pub fn push(&mut self, op: PendingOp) {
-        self.ops.push(op);
+    pub fn push(&mut self, op: PendingOp) -> PyResult<()> {
+        let too_many = |what: &str| PyValueError::new_err(format!("an op took more than {what}"));
+        let arguments = u32::try_from(op.args.len()).map_err(|_| too_many("2^32 arguments"))?;
+        let keywords =
+            u16::try_from(op.keywords.len()).map_err(|_| too_many("65535 keyword arguments"))?;
+        let key = (op.func.as_ptr() as usize, op.name.as_ptr() as usize);
+        let callable = match self.callable_index.get(&key) {
+            Some(&index) => index,
+            None => {
+                let index = u32::try_from(self.callables.len())
+                    .map_err(|_| too_many("2^32 distinct callables"))?;
+                self.callables.push((op.func, op.name));
+                self.callable_index.insert(key, index);
+                index
+            }
+        };
+        self.arguments.extend(op.args);
+        self.keywords.extend(op.keywords);
+        self.ops.push(StoredOp {
+            first_value: op.first_value,
+            callable,
+            outputs: op.outputs,
+            arguments,
+            keywords,
+            multiple: op.multiple,
+        });
+        Ok(())
     }
 
     fn reference<'py>(&self, py: Python<'py>, value: u64) -> PyResult<Bound<'py, PyAny>> {
@@ -91,6 +135,14 @@ impl PendingReplays {
             Argument::Tensor(value) => self.reference(py, *value),
         }
     }
+
+    fn clear(&mut self) {
+        self.ops.clear();
+        self.arguments.clear();
+        self.keywords.clear();
+        self.callables.clear();
+        self.callable_index.clear();
+    }
 }
 
 #[pymethods]
@@ -104,6 +156,10 @@ impl PendingReplays {
     ) -> Self {
         Self {
             ops: Vec::new(),
+            arguments: Vec::new(),
+            keywords: Vec::new(),
+            callables: Vec::new(),
+            callable_index: HashMap::default(),
             params,
             value_ref,
             param_ref,
@@ -117,30 +173,24 @@ impl PendingReplays {
         visit.call(&self.value_ref)?;
         visit.call(&self.param_ref)?;
         visit.call(&self.replay_record)?;
-        for op in &self.ops {
-            visit.call(&op.func)?;
-            let keywords = op
-                .keywords
-                .as_deref()
-                .map_or(&[][..], |found| found.0.as_slice());
-            for argument in op
-                .args
-                .iter()
-                .chain(keywords.iter().map(|(_, value)| value))
-            {
-                if let Argument::Value(value) = argument {
-                    visit.call(value)?;
-                }
+        for (func, name) in &self.callables {
+            visit.call(func)?;
+            visit.call(name)?;
+        }
+        let keyword_arguments = self.keywords.iter().map(|(_, argument)| argument);
+        for argument in self.arguments.iter().chain(keyword_arguments) {
+            if let Argument::Value(value) = argument {
+                visit.call(value)?;
             }
-            for (key, _) in keywords {
-                visit.call(key)?;
-            }
+        }
+        for (key, _) in &self.keywords {
+            visit.call(key)?;
         }
         Ok(())
     }
 
     fn __clear__(&mut self) {
-        self.ops.clear();
+        self.clear();
     }
 
     /// How many ops wait for their records.
@@ -152,29 +202,31 @@ impl PendingReplays {
     /// as the Python path would have when the op ran; nothing is pending afterwards.
     fn fill(&mut self, py: Python<'_>, records: &Bound<'_, PyDict>) -> PyResult<()> {
         let replay_record = self.replay_record.bind(py);
+        let mut arguments = self.arguments.iter();
+        let mut keywords = self.keywords.iter();
         for op in &self.ops {
-            let template = op
-                .args
-                .iter()
+            let template = arguments
+                .by_ref()
+                .take(op.arguments as usize)
                 .map(|argument| self.argument(py, argument))
                 .collect::<PyResult<Vec<_>>>()?;
             let template = PyTuple::new(py, template)?;
             // No keywords: None, which the record takes as its shared empty mapping.
-            let keyword_template = match &op.keywords {
-                None => None,
-                Some(found) => {
-                    let keywords = PyDict::new(py);
-                    for (key, argument) in &found.0 {
-                        keywords.set_item(key, self.argument(py, argument)?)?;
-                    }
-                    Some(keywords)
+            let keyword_template = if op.keywords == 0 {
+                None
+            } else {
+                let found = PyDict::new(py);
+                for (key, argument) in keywords.by_ref().take(usize::from(op.keywords)) {
+                    found.set_item(key, self.argument(py, argument)?)?;
                 }
+                Some(found)
             };
+            let (func, name) = &self.callables[op.callable as usize];
             for index in 0..op.outputs {
                 let output_index = if op.multiple { Some(index) } else { None };
                 let record = replay_record.call1((
-                    &op.func,
-                    op.name.bind(py),
+                    func,
+                    name.bind(py),
                     &template,
                     &keyword_template,
                     output_index,
@@ -182,7 +234,7 @@ impl PendingReplays {
                 records.set_item(op.first_value + u64::from(index), record)?;
             }
         }
-        self.ops.clear();
+        self.clear();
         Ok(())
     }
 }

@@ -22,7 +22,7 @@ use crate::events::{
 use crate::model::{
     CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, LayerTable, Module, ModuleCall, Op,
     OpDetails, OpId, OpIdList, OpKind, OpTable, PackedDistances, Param, ParamList, Shape,
-    SharedText, SiteKey, Trace, TraceOptions,
+    SharedShapes, SharedText, SiteKey, Trace, TraceOptions,
 };
 use layer_index::{SiteLayers, StructuralKey, StructuralLayers};
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
@@ -63,6 +63,7 @@ pub struct TraceBuilder {
     type_counters: HashMap<String, u32>,
     /// The files and function names ops named so far, one shared copy of each.
     shared_text: SharedText,
+    shared_shapes: SharedShapes,
     /// The empty label every op carries until `finish` labels it (one, shared: no allocation
     /// per op).
     no_label: Arc<str>,
@@ -129,6 +130,7 @@ impl TraceBuilder {
             structural_layers: StructuralLayers::default(),
             type_counters: HashMap::default(),
             shared_text: SharedText::default(),
+            shared_shapes: SharedShapes::default(),
             no_label: Arc::from(""),
             root_entered: false,
         }
@@ -415,7 +417,7 @@ impl TraceBuilder {
             children: Edges::new(),
             params,
             module_call: call,
-            shape: value.shape.clone(),
+            shape: self.shared_shapes.share(&value.shape),
             dtype: value.dtype.clone(),
             in_place: false,
             payload: value.payload,
@@ -613,7 +615,7 @@ impl TraceBuilder {
         let parent_op = &self.trace.ops[parent as usize];
         let value = TensorDesc {
             tensor,
-            shape: parent_op.shape.clone(),
+            shape: Shape::from_slice(&parent_op.shape),
             dtype: parent_op.dtype.clone(),
             payload: None,
         };

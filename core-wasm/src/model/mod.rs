@@ -8,6 +8,7 @@ mod backward;
 mod chunked_table;
 mod module_tree;
 mod op;
+mod shared_shape;
 mod shared_text;
 mod site;
 
@@ -18,6 +19,7 @@ pub use chunked_table::{
 pub use module_tree::{Module, ModuleCall, Param};
 pub(crate) use op::PackedDistances;
 pub use op::{Op, OpDetails};
+pub use shared_shape::{share_repeated_shapes, SharedShape, SharedShapes};
 pub use shared_text::{share_repeated_text, SharedText};
 pub use site::SiteKey;
 

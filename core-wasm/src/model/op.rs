@@ -2,11 +2,14 @@
 //!
 //! A trace holds one `Op` per operation, so its size is most of what a trace costs per op. The
 //! facts most ops lack (a name, an output position, non-tensor arguments, edits, backend extras)
-//! live behind one optional box, and hop distances are packed into four `u32`s: 312 → 248 bytes
-//! on wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
+//! live behind one optional box, hop distances are packed into four `u32`s, and the shape is
+//! shared with the trace's other ops of that shape ([`super::SharedShape`]): 312 → 216 bytes on
+//! wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
 //! unchanged.
 
-use super::{Distances, Edges, EditRecord, OpIdList, OpKind, ParamList, Shape, SiteKey};
+use super::{
+    Distances, Edges, EditRecord, OpIdList, OpKind, ParamList, Shape, SharedShape, SiteKey,
+};
 use crate::dtype::Dtype;
 use crate::events::{PayloadSlot, SharedSourceLocation, TensorId};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -32,11 +35,13 @@ pub struct Op {
     /// Innermost module call the op ran in (index into [`super::Trace::module_calls`]; 0 is the
     /// root).
     pub module_call: u32,
-    pub shape: Shape,
+    /// Shared with the trace's other ops of this shape (see [`super::SharedShape`]).
+    pub shape: SharedShape,
     pub dtype: Dtype,
     pub in_place: bool,
     pub payload: Option<PayloadSlot>,
-    pub source: Option<SharedSourceLocation>,
+    /// Shared with the trace's other ops called from the same line.
+    pub source: Option<Arc<SharedSourceLocation>>,
     /// Stable identity of the op's site, independent of grouping (for comparing traces).
     pub site: SiteKey,
     /// Hop distances (see [`Op::distances`]; the builder starts with [`PackedDistances::NONE`]).
@@ -192,13 +197,13 @@ struct OpWireRef<'a> {
     children: &'a Edges,
     params: &'a ParamList,
     module_call: u32,
-    shape: &'a Shape,
+    shape: &'a [u64],
     dtype: &'a Dtype,
     output_index: Option<u32>,
     in_place: bool,
     payload: Option<PayloadSlot>,
     attributes: &'a [(String, String)],
-    source: &'a Option<SharedSourceLocation>,
+    source: Option<&'a SharedSourceLocation>,
     site: SiteKey,
     distances: Option<Distances>,
     input_ancestors: &'a OpIdList,
@@ -249,13 +254,13 @@ impl Serialize for Op {
             children: &self.children,
             params: &self.params,
             module_call: self.module_call,
-            shape: &self.shape,
+            shape: &self.shape[..],
             dtype: &self.dtype,
             output_index: self.output_index(),
             in_place: self.in_place,
             payload: self.payload,
             attributes: self.attributes(),
-            source: &self.source,
+            source: self.source.as_deref(),
             site: self.site,
             distances: self.distances(),
             input_ancestors: &self.input_ancestors,
@@ -280,11 +285,11 @@ impl<'de> Deserialize<'de> for Op {
             children: wire.children,
             params: wire.params,
             module_call: wire.module_call,
-            shape: wire.shape,
+            shape: SharedShape::from(&wire.shape[..]),
             dtype: wire.dtype,
             in_place: wire.in_place,
             payload: wire.payload,
-            source: wire.source,
+            source: wire.source.map(Arc::new),
             site: wire.site,
             distances: PackedDistances::new(wire.distances),
             input_ancestors: wire.input_ancestors,

@@ -2,7 +2,9 @@
 //!
 //! The ops of a loop all name the same file and function, and most layers run once, so their op
 //! carries the layer's own label. Keeping such text once (an `Arc<str>` each op points at)
-//! instead of a copy per op is most of what text costs a long trace's memory.
+//! instead of a copy per op is most of what text costs a long trace's memory. An op's whole
+//! source location is shared too (every op of one line points at one): 4 bytes of the op record
+//! on wasm32 instead of 20.
 
 use super::Trace;
 use crate::events::{SharedSourceLocation, SourceLocation};
@@ -13,6 +15,7 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct SharedText {
     seen: HashSet<Arc<str>>,
+    locations: HashSet<Arc<SharedSourceLocation>>,
 }
 
 impl SharedText {
@@ -26,16 +29,22 @@ impl SharedText {
         shared
     }
 
-    /// `source` with its file and function replaced by their shared copies.
+    /// The shared copy of `source` (its file and function text shared as well).
     pub fn location<Text: AsRef<str>>(
         &mut self,
         source: &SourceLocation<Text>,
-    ) -> SharedSourceLocation {
-        SharedSourceLocation {
+    ) -> Arc<SharedSourceLocation> {
+        let location = SharedSourceLocation {
             file: self.share(source.file.as_ref()),
             line: source.line,
             function: self.share(source.function.as_ref()),
+        };
+        if let Some(shared) = self.locations.get(&location) {
+            return Arc::clone(shared);
         }
+        let shared = Arc::new(location);
+        self.locations.insert(Arc::clone(&shared));
+        shared
     }
 }
 
@@ -52,7 +61,7 @@ pub fn share_repeated_text(trace: &mut Trace) {
     }
     for op in &mut trace.ops {
         if let Some(source) = op.source.as_mut() {
-            *source = text.location(source);
+            *source = text.location(&**source);
         }
         if let Some(layer) = trace.layers.get(op.layer as usize) {
             if layer.label == op.label {

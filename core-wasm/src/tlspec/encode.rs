@@ -289,8 +289,8 @@ fn pending_payload(
             )
         })?;
     let storage_shape = match storage {
-        StorageDtype::Native(_) => record.shape.clone(),
-        StorageDtype::Bits => smallvec::smallvec![length],
+        StorageDtype::Native(_) => record.shape.to_vec(),
+        StorageDtype::Bits => vec![length],
     };
     Ok(Pending {
         op,
@@ -298,7 +298,7 @@ fn pending_payload(
         label: Cow::Borrowed(label),
         logical: record.dtype.name(),
         storage,
-        storage_shape: storage_shape.to_vec(),
+        storage_shape,
         length,
         alignment: item_size.min(8),
     })

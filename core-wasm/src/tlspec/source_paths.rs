@@ -9,7 +9,8 @@
 
 use super::manifest::{Manifest, SOURCE_PATHS_KEY};
 use crate::error::{CoreError, CoreResult, ErrorKind};
-use crate::model::Trace;
+use crate::events::SourceLocation;
+use crate::model::{SharedText, Trace};
 
 fn is_absolute(path: &str) -> bool {
     let bytes = path.as_bytes();
@@ -79,9 +80,19 @@ pub(crate) fn rewritten(trace: &Trace, manifest: &Manifest) -> CoreResult<Option
                     .map(|source| &*source.file),
             );
             let mut copy = trace.clone();
-            for source in copy.ops.iter_mut().filter_map(|op| op.source.as_mut()) {
+            // Ops of one line keep sharing one location (see `model::SharedText`).
+            let mut text = SharedText::default();
+            for op in copy.ops.iter_mut() {
+                let Some(source) = op.source.as_deref() else {
+                    continue;
+                };
                 if is_absolute(&source.file) {
-                    source.file = relative(&source.file, depth).into();
+                    let file = relative(&source.file, depth);
+                    op.source = Some(text.location(&SourceLocation {
+                        file: file.as_str(),
+                        line: source.line,
+                        function: &*source.function,
+                    }));
                 }
             }
             Ok(Some(copy))

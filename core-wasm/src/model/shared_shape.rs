@@ -17,16 +17,27 @@ pub type SharedShape = Arc<[u64]>;
 #[derive(Debug, Default)]
 pub struct SharedShapes {
     seen: HashSet<SharedShape>,
+    /// The last shape asked for: consecutive ops mostly have one shape.
+    last: Option<SharedShape>,
 }
 
 impl SharedShapes {
     /// The shared copy of `dims` (made on first sight).
     pub fn share(&mut self, dims: &[u64]) -> SharedShape {
-        if let Some(shared) = self.seen.get(dims) {
-            return Arc::clone(shared);
+        if let Some(last) = &self.last {
+            if **last == *dims {
+                return Arc::clone(last);
+            }
         }
-        let shared: SharedShape = Arc::from(dims);
-        self.seen.insert(Arc::clone(&shared));
+        let shared = match self.seen.get(dims) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared: SharedShape = Arc::from(dims);
+                self.seen.insert(Arc::clone(&shared));
+                shared
+            }
+        };
+        self.last = Some(Arc::clone(&shared));
         shared
     }
 }

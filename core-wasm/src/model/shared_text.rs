@@ -8,14 +8,18 @@
 
 use super::Trace;
 use crate::events::{SharedSourceLocation, SourceLocation};
-use rustc_hash::FxHashSet as HashSet;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
 /// The distinct text seen so far.
 #[derive(Debug, Default)]
 pub struct SharedText {
     seen: HashSet<Arc<str>>,
-    locations: HashSet<Arc<SharedSourceLocation>>,
+    /// Each location by its shared file's and function's addresses and its line (the texts are
+    /// held in `seen`, so an address stays theirs): no second hash of the text.
+    locations: HashMap<(usize, u32, usize), Arc<SharedSourceLocation>>,
+    /// The last location asked for: consecutive ops mostly come from one line.
+    last_location: Option<Arc<SharedSourceLocation>>,
 }
 
 impl SharedText {
@@ -34,16 +38,27 @@ impl SharedText {
         &mut self,
         source: &SourceLocation<Text>,
     ) -> Arc<SharedSourceLocation> {
-        let location = SharedSourceLocation {
-            file: self.share(source.file.as_ref()),
-            line: source.line,
-            function: self.share(source.function.as_ref()),
-        };
-        if let Some(shared) = self.locations.get(&location) {
-            return Arc::clone(shared);
+        let (file, function) = (source.file.as_ref(), source.function.as_ref());
+        if let Some(last) = &self.last_location {
+            if last.line == source.line && *last.file == *file && *last.function == *function {
+                return Arc::clone(last);
+            }
         }
-        let shared = Arc::new(location);
-        self.locations.insert(Arc::clone(&shared));
+        let file = self.share(file);
+        let function = self.share(function);
+        let key = (
+            Arc::as_ptr(&file).cast::<u8>() as usize,
+            source.line,
+            Arc::as_ptr(&function).cast::<u8>() as usize,
+        );
+        let shared = Arc::clone(self.locations.entry(key).or_insert_with(|| {
+            Arc::new(SharedSourceLocation {
+                file,
+                line: source.line,
+                function,
+            })
+        }));
+        self.last_location = Some(Arc::clone(&shared));
         shared
     }
 }

@@ -6,6 +6,7 @@
 
 mod backward;
 mod chunked_table;
+mod interner;
 mod module_tree;
 mod op;
 mod shared_shape;
@@ -16,6 +17,7 @@ pub use backward::{BackwardGraph, GradFnNode, SavedGrad, GRAD_TENSOR_PREFIX};
 pub use chunked_table::{
     ChunkedTable, Iter as TableIter, IterMut as TableIterMut, LayerTable, OpTable,
 };
+pub use interner::Interner;
 pub use module_tree::{Module, ModuleCall, Param};
 pub(crate) use op::PackedDistances;
 pub use op::{Op, OpDetails};

@@ -6,15 +6,15 @@
 //! source location is shared too (every op of one line points at one): 4 bytes of the op record
 //! on wasm32 instead of 20.
 
-use super::Trace;
+use super::{Interner, Trace};
 use crate::events::{SharedSourceLocation, SourceLocation};
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// The distinct text seen so far.
 #[derive(Debug, Default)]
 pub struct SharedText {
-    seen: HashSet<Arc<str>>,
+    seen: Interner<str>,
     /// Each location by its shared file's and function's addresses and its line (the texts are
     /// held in `seen`, so an address stays theirs): no second hash of the text.
     locations: HashMap<(usize, u32, usize), Arc<SharedSourceLocation>>,
@@ -25,12 +25,7 @@ pub struct SharedText {
 impl SharedText {
     /// The shared copy of `text` (made on first sight).
     pub fn share(&mut self, text: &str) -> Arc<str> {
-        if let Some(shared) = self.seen.get(text) {
-            return Arc::clone(shared);
-        }
-        let shared: Arc<str> = Arc::from(text);
-        self.seen.insert(Arc::clone(&shared));
-        shared
+        self.seen.share(text)
     }
 
     /// The shared copy of `source` (its file and function text shared as well).

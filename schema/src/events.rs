@@ -50,7 +50,7 @@ pub struct ArgRef {
 /// ([`SharedSourceLocation`]): the ops of a long loop all name the same file and function, and
 /// one copy of each instead of two allocations per op is most of what source costs a trace.
 /// Both serialize the same way.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceLocation<Text = String> {
     pub file: Text,
     pub line: u32,

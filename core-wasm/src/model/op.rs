@@ -2,9 +2,9 @@
 //!
 //! A trace holds one `Op` per operation, so its size is most of what a trace costs per op. The
 //! facts most ops lack (a name, an output position, non-tensor arguments, edits, backend extras)
-//! live behind one optional box, hop distances are packed into four `u32`s, and the shape is
-//! shared with the trace's other ops of that shape ([`super::SharedShape`]): 312 → 216 bytes on
-//! wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
+//! live behind one optional box, hop distances are packed into four `u32`s, and the shape and
+//! source location are shared with the trace's other ops of that shape or line
+//! ([`super::SharedShape`], [`super::SharedText`]): 312 → 200 bytes on wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
 //! unchanged.
 
 use super::{

@@ -11,7 +11,7 @@ use crate::events::{SharedSourceLocation, SourceLocation};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
-/// The distinct text seen so far.
+/// The distinct text and source locations seen so far.
 #[derive(Debug, Default)]
 pub struct SharedText {
     seen: Interner<str>,

@@ -43,7 +43,7 @@ pub fn summary_rows_in(trace: &Trace, start: OpId, count: u32) -> Vec<SummaryRow
                 .filter_map(|edge| trace.ops.get(edge.op as usize))
                 .map(|parent| parent.label.to_string())
                 .collect(),
-            saved: op.payload.is_some(),
+            saved: op.payload().is_some(),
             param_count: op.params.len() as u32,
         })
         .collect()

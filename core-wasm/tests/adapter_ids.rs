@@ -47,7 +47,7 @@ fn decisions_name_values_even_after_the_core_inserts_a_constant() {
         .expect("relu is in the trace");
     assert_eq!(relu_op, 2, "the inserted constant took op id 1");
     assert_eq!(trace.ops[1].kind, OpKind::Constant);
-    assert_eq!(trace.ops[1].value, Some(unseen));
+    assert_eq!(trace.ops[1].value(), Some(unseen));
     assert_eq!(decision_for(&decisions, relu), Some(true));
     assert_eq!(decision_for(&decisions, unseen), Some(false));
     assert_eq!(decision_for(&decisions, x), Some(false));
@@ -71,7 +71,7 @@ fn every_op_keeps_the_adapter_value_it_came_from_but_outputs_do_not() {
     recorder.output("out", parts[1]);
     let trace = build(recorder.events);
     let values: Vec<(OpKind, Option<u64>)> =
-        trace.ops.iter().map(|op| (op.kind, op.value)).collect();
+        trace.ops.iter().map(|op| (op.kind, op.value())).collect();
     assert_eq!(
         values,
         vec![
@@ -87,10 +87,10 @@ fn every_op_keeps_the_adapter_value_it_came_from_but_outputs_do_not() {
     // Runtime-only: the body does not carry it, and the body format is unchanged.
     let body = tlspec::trace_to_body(&trace);
     let reloaded = tlspec::trace_from_body(&body).expect("body decodes");
-    assert!(reloaded.ops.iter().all(|op| op.value.is_none()));
+    assert!(reloaded.ops.iter().all(|op| op.value().is_none()));
     let mut without_values = trace.clone();
     for op in &mut without_values.ops {
-        op.value = None;
+        op.clear_value();
     }
     assert_eq!(reloaded, without_values);
     assert_eq!(tlspec::trace_to_body(&without_values), body);
@@ -168,7 +168,7 @@ fn edits_attach_to_the_producing_op_and_survive_a_tlspec_round_trip() {
         trace
             .ops
             .iter()
-            .any(|op| op.payload == Some(slot))
+            .any(|op| op.payload() == Some(slot))
             .then_some(&[0u8; 8][..])
     })
     .expect("encodes");
@@ -221,7 +221,7 @@ fn keep_payloads_keeps_the_listed_slots_only() {
     let mut trace = build(events);
     let dropped = trace.keep_payloads(&[80 + b, 70, 12345]);
     assert_eq!(dropped, 1);
-    let payloads: Vec<Option<u64>> = trace.ops.iter().map(|op| op.payload).collect();
+    let payloads: Vec<Option<u64>> = trace.ops.iter().map(|op| op.payload()).collect();
     assert_eq!(payloads, vec![Some(70), None, Some(80 + b)]);
 }
 
@@ -253,4 +253,62 @@ fn the_build_id_is_a_prefixed_hex_digest() {
     assert!(hex
         .chars()
         .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+}
+
+#[test]
+fn a_value_id_reported_again_names_its_latest_producer() {
+    use torchlens_core::dtype::Dtype;
+    use torchlens_core::events::{ParamDecl, TensorDesc};
+
+    // A parameter's id taken by a later value: readers after it see that value's op.
+    let mut recorder = EventRecorder::default();
+    let root = recorder.module(&["self"], "Model");
+    let weight = recorder.param(root, "weight", &[4]);
+    let x = recorder.input("x", &[4]);
+    recorder.events.push(RawEvent::Constant {
+        value: TensorDesc {
+            tensor: weight,
+            shape: [4].as_slice().into(),
+            dtype: Dtype::Float32,
+            payload: None,
+        },
+    });
+    let sum = recorder.op("add", &[x, weight], &[4]);
+    recorder.output("out", sum);
+    let trace = build(recorder.events);
+    let add = trace
+        .ops
+        .iter()
+        .find(|op| op.value() == Some(sum))
+        .expect("add");
+    let constant = trace.ops.iter().position(|op| op.kind == OpKind::Constant);
+    assert!(add.params.is_empty());
+    assert_eq!(
+        add.parents.iter().map(|edge| Some(edge.op as usize)).nth(1),
+        Some(constant)
+    );
+
+    // An op's value id declared again as a parameter: readers after it see the parameter.
+    let mut recorder = EventRecorder::default();
+    let root = recorder.module(&["self"], "Model");
+    let x = recorder.input("x", &[4]);
+    let activated = recorder.op("relu", &[x], &[4]);
+    recorder.events.push(RawEvent::Param(ParamDecl {
+        tensor: activated,
+        address: "scale".to_string(),
+        module: root,
+        shape: vec![4],
+        dtype: Dtype::Float32,
+        trainable: true,
+    }));
+    let product = recorder.op("mul", &[x, activated], &[4]);
+    recorder.output("out", product);
+    let trace = build(recorder.events);
+    let mul = trace
+        .ops
+        .iter()
+        .find(|op| op.value() == Some(product))
+        .expect("mul");
+    assert_eq!(mul.params.len(), 1);
+    assert_eq!(mul.parents.len(), 1, "only the input feeds mul as an op");
 }

@@ -79,7 +79,7 @@ fn live(events: &[RawEvent], selector: &Selector, batch: usize) -> (Trace, Vec<u
         .collect();
     answers.sort_unstable();
     answers.dedup();
-    let valued = trace.ops.iter().filter(|op| op.value.is_some()).count();
+    let valued = trace.ops.iter().filter(|op| op.value().is_some()).count();
     assert_eq!(
         answers.len(),
         valued,

@@ -74,7 +74,7 @@ fn every_stored_op_fact_reads_back() {
     assert!(trace
         .ops
         .iter()
-        .all(|op| op.payload.is_some() == (op.kind != OpKind::Output)));
+        .all(|op| op.payload().is_some() == (op.kind != OpKind::Output)));
     assert!(trace
         .ops
         .iter()

@@ -334,7 +334,7 @@ fn live_plans_agree_with_static_evaluation() {
         let expected = evaluate(&finished, &selector, &[]).unwrap();
         let (trace, decisions, _) = live_decisions(selector.clone(), 2);
         // Output ops repeat their producer's value and get no decision of their own.
-        let valued = trace.ops.iter().filter(|op| op.value.is_some()).count();
+        let valued = trace.ops.iter().filter(|op| op.value().is_some()).count();
         let mut seen: Vec<u32> = decisions.iter().map(|decision| decision.op).collect();
         seen.sort_unstable();
         seen.dedup();
@@ -344,7 +344,7 @@ fn live_plans_agree_with_static_evaluation() {
             let op = &trace.ops[decision.op as usize];
             assert_ne!(op.kind, OpKind::Output);
             assert_eq!(
-                op.value,
+                op.value(),
                 Some(decision.value),
                 "decided by the op's own value"
             );
@@ -368,7 +368,7 @@ fn static_function_plans_decide_in_the_batch_that_carries_the_op() {
     let (trace, _, per_batch) = live_decisions(leaf(Node::Func("tanh".into())), 1);
     // Nothing is left for the end: each op was decided as it arrived.
     assert_eq!(per_batch.last(), Some(&0));
-    let valued = trace.ops.iter().filter(|op| op.value.is_some()).count();
+    let valued = trace.ops.iter().filter(|op| op.value().is_some()).count();
     assert_eq!(per_batch.iter().sum::<usize>(), valued);
 }
 

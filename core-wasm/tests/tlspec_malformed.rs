@@ -576,7 +576,7 @@ fn body_breaking_trace_invariants() {
 fn payload_table_disagreeing_with_the_body() {
     // The body says op 1 keeps a payload, the header holds no tensor for it.
     let mut orphan = small_trace();
-    orphan.ops[1].payload = Some(0);
+    orphan.ops[1].set_payload(Some(0));
     assert_eq!(
         bounded_code(&file_from_body(&body_of(&orphan, 1))),
         "tlspec_payload_mismatch"

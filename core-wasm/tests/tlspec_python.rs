@@ -132,7 +132,7 @@ fn python_safetensors_reads_payloads_by_label() {
 
     let mut bytes_by_slot = std::collections::HashMap::new();
     let mut expected = serde_json::Map::new();
-    for op in trace.ops.iter().filter(|op| op.payload.is_some()) {
+    for op in trace.ops.iter().filter(|op| op.payload().is_some()) {
         let (bytes, spec): (Vec<u8>, serde_json::Value) = match op.dtype.name() {
             "float32" => (
                 float32
@@ -162,7 +162,7 @@ fn python_safetensors_reads_payloads_by_label() {
             ),
             other => panic!("unexpected payload dtype {other}"),
         };
-        bytes_by_slot.insert(op.payload.unwrap(), bytes);
+        bytes_by_slot.insert(op.payload().unwrap(), bytes);
         expected.insert(op.label.to_string(), spec);
     }
     assert_eq!(expected.len(), 4);

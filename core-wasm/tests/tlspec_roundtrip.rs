@@ -23,9 +23,9 @@ fn expected_after_decode(original: &Trace, header: &HeaderInfo) -> Trace {
         .collect();
     let mut expected = original.clone();
     for op in &mut expected.ops {
-        op.value = None;
-        if op.payload.is_some() {
-            op.payload = Some(index[op.label.as_ref()]);
+        op.clear_value();
+        if op.payload().is_some() {
+            op.set_payload(Some(index[op.label.as_ref()]));
         }
     }
     expected
@@ -37,7 +37,7 @@ fn check_round_trip(original: &Trace, file: &[u8]) -> HeaderInfo {
     assert_eq!(decoded, expected_after_decode(original, &header));
     let payloads = payloads_for(original);
     for op in &original.ops {
-        let Some(slot) = op.payload else { continue };
+        let Some(slot) = op.payload() else { continue };
         let entry = header
             .payloads
             .iter()
@@ -120,9 +120,9 @@ fn every_named_dtype_round_trips_bit_for_bit() {
     // The reference safetensors reader opens the file and finds each payload by label.
     let reference = safetensors::SafeTensors::deserialize(&file).expect("valid safetensors");
     let payloads = payloads_for(&trace);
-    for op in trace.ops.iter().filter(|op| op.payload.is_some()) {
+    for op in trace.ops.iter().filter(|op| op.payload().is_some()) {
         let view = reference.tensor(&op.label).expect("tensor by label");
-        assert_eq!(view.data(), payloads[&op.payload.unwrap()].as_slice());
+        assert_eq!(view.data(), payloads[&op.payload().unwrap()].as_slice());
     }
     let (_, metadata) = safetensors::SafeTensors::read_metadata(&file).expect("metadata");
     let metadata = metadata.metadata().clone().expect("__metadata__");
@@ -370,7 +370,7 @@ fn payload_checksums_round_trip_and_cover_every_payload() {
     let labels: Vec<String> = trace
         .ops
         .iter()
-        .filter(|op| op.payload.is_some())
+        .filter(|op| op.payload().is_some())
         .map(|op| op.label.to_string())
         .collect();
     let with_checksums = Manifest {
@@ -459,7 +459,7 @@ fn a_v2_file_with_payload_crc32_from_before_the_table_still_decodes() {
         );
     }
     assert_eq!(
-        trace.ops.iter().filter(|op| op.payload.is_some()).count(),
+        trace.ops.iter().filter(|op| op.payload().is_some()).count(),
         5
     );
 }

@@ -79,7 +79,7 @@ pub fn payloads_for(trace: &Trace) -> BTreeMap<u64, Vec<u8>> {
         .ops
         .iter()
         .filter_map(|op| {
-            let slot = op.payload?;
+            let slot = op.payload()?;
             let count: u64 = op.shape.iter().product();
             let length = count * op.dtype.item_size().expect("named dtype");
             Some((slot, pattern(slot, length as usize)))

@@ -168,7 +168,7 @@ fn modules_params_constants_and_module_tree() {
         .unwrap();
     assert_eq!(&*trace.ops[constant].label, "constant_1");
     assert!(trace.ops[constant].parents.is_empty());
-    assert!(trace.ops[constant].payload.is_some());
+    assert!(trace.ops[constant].payload().is_some());
     let add = trace
         .ops
         .iter()
@@ -293,7 +293,7 @@ fn unregistered_values_become_constants_and_mark_capture_unverified() {
         Some("unregistered_value_read")
     );
     assert_eq!(trace.ops[1].kind, OpKind::Constant);
-    assert!(trace.ops[1].payload.is_none());
+    assert!(trace.ops[1].payload().is_none());
 }
 
 #[test]

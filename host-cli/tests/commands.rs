@@ -43,7 +43,7 @@ fn write_with_checksums(trace: &Trace, path: &Path, form: Checksums) -> Vec<u8> 
             .ops
             .iter()
             .filter_map(|op| {
-                let slot = op.payload?;
+                let slot = op.payload()?;
                 Some((op.label.to_string(), crc32fast::hash(&payloads[&slot])))
             })
             .collect(),
@@ -91,7 +91,7 @@ fn inspect_reports_counts_versions_and_bytes_by_dtype() {
     assert_eq!(json["manifest"]["backend"], "torch");
     assert_eq!(json["manifest"]["backend_version"], "2.5.0");
     assert_eq!(json["format_version"], 2);
-    let saved = trace.ops.iter().filter(|op| op.payload.is_some()).count();
+    let saved = trace.ops.iter().filter(|op| op.payload().is_some()).count();
     assert_eq!(json["payloads"], saved);
     assert_eq!(json["payloads_with_checksum"], saved);
     let table = tlspec::decode_file(&std::fs::read(&path).expect("read"))

@@ -147,7 +147,7 @@ fn tlspec_bytes_through_the_component_equal_native_encode() {
     );
     for entry in &info.payloads {
         let op = native_decoded.find_label(&entry.label).unwrap();
-        let slot = native_trace().ops[op as usize].payload.unwrap();
+        let slot = native_trace().ops[op as usize].payload().unwrap();
         let bytes = &file[entry.offset as usize..(entry.offset + entry.length) as usize];
         assert_eq!(bytes, payload_bytes(slot, entry.length), "{}", entry.label);
     }

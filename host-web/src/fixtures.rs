@@ -67,7 +67,7 @@ fn encode_all(trace: &Trace, note: &str) -> CoreResult<Vec<u8>> {
         .iter()
         .filter_map(|op| {
             let elements: u64 = op.shape.iter().product();
-            Some((op.payload?, values(op.payload?, elements as usize)))
+            Some((op.payload()?, values(op.payload()?, elements as usize)))
         })
         .collect();
     encode_with_payloads(trace, &manifest(note), |slot| {

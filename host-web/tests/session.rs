@@ -31,7 +31,7 @@ fn the_demo_file_opens_with_its_overview_and_rows() {
         .trace()
         .ops
         .iter()
-        .filter(|op| op.payload.is_some())
+        .filter(|op| op.payload().is_some())
         .count();
     assert_eq!(overview.counts.saved, with_payload);
     assert!(

@@ -3,50 +3,90 @@
 //! Capture order is topological (parents precede children), so one forward sweep gives the
 //! distances from inputs and one backward sweep the distances to outputs: O(ops + edges). The
 //! ancestor sets are over inputs and outputs only (few of them), kept as bitsets during the sweep.
+//!
+//! The sweeps' working state is a few flat arrays, not a record per op: a bitset per op as its
+//! own `Vec` and two `Option<u32>` pairs per op held 80-odd bytes per op at once, and in the
+//! component that peak stays resident (linear memory never shrinks). Here it is the bits of every
+//! op in one array (8 bytes per op for up to 64 inputs), freed once its sets are written, and a
+//! hop range of two `u32`s per direction.
 
 use crate::model::{Distances, OpId, Trace};
 
-/// A bitset over a small set of boundary ops (inputs or outputs).
-#[derive(Clone)]
-struct BoundarySet {
+/// One bitset per op over a small set of boundary ops (inputs or outputs), all in one array.
+struct BoundarySets {
+    /// `u64` words per op.
+    stride: usize,
     words: Vec<u64>,
 }
 
-impl BoundarySet {
-    fn new(bits: usize) -> Self {
+impl BoundarySets {
+    fn new(ops: usize, bits: usize) -> Self {
+        let stride = bits.div_ceil(64);
         Self {
-            words: vec![0; bits.div_ceil(64)],
+            stride,
+            words: vec![0; ops * stride],
         }
     }
-    fn insert(&mut self, bit: usize) {
-        self.words[bit / 64] |= 1 << (bit % 64);
+
+    fn insert(&mut self, op: usize, bit: usize) {
+        self.words[op * self.stride + bit / 64] |= 1 << (bit % 64);
     }
-    fn union_with(&mut self, other: &BoundarySet) {
-        for (word, other_word) in self.words.iter_mut().zip(&other.words) {
-            *word |= other_word;
+
+    /// Adds `from`'s members to `into`'s.
+    fn union_into(&mut self, into: usize, from: usize) {
+        for word in 0..self.stride {
+            let other = self.words[from * self.stride + word];
+            self.words[into * self.stride + word] |= other;
         }
     }
-    fn members<'a>(&'a self, ids: &'a [OpId]) -> impl Iterator<Item = OpId> + 'a {
+
+    /// The boundary ops (`ids`, by bit) in `op`'s set.
+    fn members<'a>(&'a self, op: usize, ids: &'a [OpId]) -> impl Iterator<Item = OpId> + 'a {
+        let words = &self.words[op * self.stride..(op + 1) * self.stride];
         ids.iter()
             .enumerate()
-            .filter(|(bit, _)| self.words[bit / 64] & (1 << (bit % 64)) != 0)
+            .filter(move |(bit, _)| words[bit / 64] & (1 << (bit % 64)) != 0)
             .map(|(_, id)| *id)
     }
 }
 
-/// Min/max hops along one direction; `None` = unreachable.
-#[derive(Clone, Copy, Default)]
+/// Min/max hops along one direction, [`HopRange::UNREACHED`] in both where no path exists.
+#[derive(Clone, Copy)]
 struct HopRange {
-    min: Option<u32>,
-    max: Option<u32>,
+    min: u32,
+    max: u32,
 }
 
 impl HopRange {
+    /// No path (a real hop count stays far below it: a trace has fewer than `u32::MAX` ops).
+    const UNREACHED: u32 = u32::MAX;
+    const NONE: Self = Self {
+        min: Self::UNREACHED,
+        max: Self::UNREACHED,
+    };
+    const BOUNDARY: Self = Self { min: 0, max: 0 };
+
     fn extend_from(&mut self, neighbour: HopRange) {
-        if let (Some(min), Some(max)) = (neighbour.min, neighbour.max) {
-            self.min = Some(self.min.map_or(min + 1, |current| current.min(min + 1)));
-            self.max = Some(self.max.map_or(max + 1, |current| current.max(max + 1)));
+        if neighbour.min == Self::UNREACHED {
+            return;
         }
+        if self.min == Self::UNREACHED {
+            *self = Self {
+                min: neighbour.min + 1,
+                max: neighbour.max + 1,
+            };
+        } else {
+            self.min = self.min.min(neighbour.min + 1);
+            self.max = self.max.max(neighbour.max + 1);
+        }
+    }
+
+    fn min(self) -> Option<u32> {
+        (self.min != Self::UNREACHED).then_some(self.min)
+    }
+
+    fn max(self) -> Option<u32> {
+        (self.max != Self::UNREACHED).then_some(self.max)
     }
 }
 
@@ -56,14 +96,11 @@ pub fn compute(trace: &mut Trace) {
     let inputs = trace.inputs.clone();
     let outputs = trace.outputs.clone();
 
-    let mut from_input = vec![HopRange::default(); count];
-    let mut ancestors = vec![BoundarySet::new(inputs.len()); count];
+    let mut from_input = vec![HopRange::NONE; count];
+    let mut ancestors = BoundarySets::new(count, inputs.len());
     for (bit, &input) in inputs.iter().enumerate() {
-        from_input[input as usize] = HopRange {
-            min: Some(0),
-            max: Some(0),
-        };
-        ancestors[input as usize].insert(bit);
+        from_input[input as usize] = HopRange::BOUNDARY;
+        ancestors.insert(input as usize, bit);
     }
     for index in 0..count {
         for parent_index in 0..trace.ops[index].parents.len() {
@@ -71,21 +108,21 @@ pub fn compute(trace: &mut Trace) {
             if parent >= index {
                 continue;
             }
-            let (before, after) = ancestors.split_at_mut(index);
-            after[0].union_with(&before[parent]);
+            ancestors.union_into(index, parent);
             let parent_range = from_input[parent];
             from_input[index].extend_from(parent_range);
         }
     }
+    for (index, op) in trace.ops.iter_mut().enumerate() {
+        op.input_ancestors = ancestors.members(index, &inputs).collect();
+    }
+    drop(ancestors);
 
-    let mut to_output = vec![HopRange::default(); count];
-    let mut descendants = vec![BoundarySet::new(outputs.len()); count];
+    let mut to_output = vec![HopRange::NONE; count];
+    let mut descendants = BoundarySets::new(count, outputs.len());
     for (bit, &output) in outputs.iter().enumerate() {
-        to_output[output as usize] = HopRange {
-            min: Some(0),
-            max: Some(0),
-        };
-        descendants[output as usize].insert(bit);
+        to_output[output as usize] = HopRange::BOUNDARY;
+        descendants.insert(output as usize, bit);
     }
     for index in (0..count).rev() {
         for child_index in 0..trace.ops[index].children.len() {
@@ -93,8 +130,7 @@ pub fn compute(trace: &mut Trace) {
             if child <= index {
                 continue;
             }
-            let (before, after) = descendants.split_at_mut(child);
-            before[index].union_with(&after[0]);
+            descendants.union_into(index, child);
             let child_range = to_output[child];
             to_output[index].extend_from(child_range);
         }
@@ -102,12 +138,11 @@ pub fn compute(trace: &mut Trace) {
 
     for (index, op) in trace.ops.iter_mut().enumerate() {
         op.set_distances(Some(Distances {
-            min_from_input: from_input[index].min,
-            max_from_input: from_input[index].max,
-            min_to_output: to_output[index].min,
-            max_to_output: to_output[index].max,
+            min_from_input: from_input[index].min(),
+            max_from_input: from_input[index].max(),
+            min_to_output: to_output[index].min(),
+            max_to_output: to_output[index].max(),
         }));
-        op.input_ancestors = ancestors[index].members(&inputs).collect();
-        op.output_descendants = descendants[index].members(&outputs).collect();
+        op.output_descendants = descendants.members(index, &outputs).collect();
     }
 }

@@ -11,6 +11,7 @@ mod layer_index;
 pub mod naming;
 pub mod repeat_cache;
 mod session;
+mod value_producers;
 
 pub use session::{CaptureSession, ValueDecision};
 
@@ -22,9 +23,10 @@ use crate::events::{
 use crate::model::{
     CaptureStatus, Edge, Edges, EditRecord, FuncName, Layer, LayerTable, Module, ModuleCall, Op,
     OpDetails, OpId, OpIdList, OpKind, OpTable, PackedDistances, Param, ParamList, Shape,
-    SharedShapes, SharedText, SiteKey, Trace, TraceOptions,
+    SharedShapes, SharedText, SiteKey, SplitId, Trace, TraceOptions,
 };
 use layer_index::{SiteLayers, StructuralKey, StructuralLayers};
+use value_producers::ValueProducers;
 // Keys here are small integers and adapter-chosen ids, never attacker-chosen text sent to a
 // server, so the fast non-DoS-resistant hash is the right trade.
 use rustc_hash::FxHashMap as HashMap;
@@ -55,7 +57,7 @@ struct Frame {
 pub struct TraceBuilder {
     trace: Trace,
     func_index: HashMap<String, u32>,
-    producers: HashMap<TensorId, Producer>,
+    producers: ValueProducers,
     module_index: HashMap<ModuleId, u32>,
     stack: Vec<Frame>,
     site_layers: SiteLayers,
@@ -119,7 +121,7 @@ impl TraceBuilder {
                 backward: None,
             },
             func_index: HashMap::default(),
-            producers: HashMap::default(),
+            producers: ValueProducers::default(),
             module_index: HashMap::default(),
             stack: vec![Frame {
                 call: 0,
@@ -153,7 +155,7 @@ impl TraceBuilder {
         let hint = (stream.len_hint() as usize).min(bytes.len() / 8);
         // Each op event adds about one value and one site: sized once instead of rehashed as
         // they grow.
-        self.producers.reserve(hint);
+        self.producers.reserve(&self.trace, hint);
         self.site_layers.reserve(&self.trace, hint);
         for event in stream {
             self.ingest_one(event?)?;
@@ -214,8 +216,8 @@ impl TraceBuilder {
     /// The op that produced the adapter's value `value`, or a typed `invalid-events` error
     /// with `code` when no op did (never reported, or a parameter).
     fn producing_op(&self, value: TensorId, code: &'static str, what: &str) -> CoreResult<OpId> {
-        match self.producers.get(&value) {
-            Some(Producer::Op(op)) => Ok(*op),
+        match self.producers.get(&self.trace, value) {
+            Some(Producer::Op(op)) => Ok(op),
             Some(Producer::Param(_)) => Err(event_error(
                 code,
                 format!("{what} names value {value}, which is a parameter, not an op's value"),
@@ -299,7 +301,7 @@ impl TraceBuilder {
         });
         self.trace.modules[module as usize].params.push(index);
         self.producers
-            .insert(declaration.tensor, Producer::Param(index));
+            .insert_param(&self.trace, declaration.tensor, index);
         Ok(())
     }
 
@@ -351,8 +353,8 @@ impl TraceBuilder {
         };
         let output_ops: Vec<OpId> = outputs
             .iter()
-            .filter_map(|tensor| match self.producers.get(tensor) {
-                Some(Producer::Op(op)) => Some(*op),
+            .filter_map(|&tensor| match self.producers.get(&self.trace, tensor) {
+                Some(Producer::Op(op)) => Some(op),
                 _ => None,
             })
             .collect();
@@ -420,14 +422,14 @@ impl TraceBuilder {
             shape: self.shared_shapes.share(&value.shape),
             dtype: value.dtype.clone(),
             in_place: false,
-            payload: value.payload,
+            payload: SplitId::new(value.payload),
             source: None,
             site,
             distances: PackedDistances::NONE,
             input_ancestors: OpIdList::new(),
             output_descendants: OpIdList::new(),
             // An output node repeats its producer's value, so only the producer carries it.
-            value: (kind != OpKind::Output).then_some(value.tensor),
+            value: SplitId::new((kind != OpKind::Output).then_some(value.tensor)),
             details: OpDetails {
                 name,
                 output_index,
@@ -435,7 +437,10 @@ impl TraceBuilder {
             }
             .boxed(),
         });
-        self.producers.insert(value.tensor, Producer::Op(id));
+        if kind != OpKind::Output {
+            // An output op carries no value; `push_output` names the producer again.
+            self.producers.insert_op(&self.trace, value.tensor, id);
+        }
         Ok(id)
     }
 
@@ -528,7 +533,7 @@ impl TraceBuilder {
     /// Resolves an argument to its producer; a value nobody declared becomes a constant op
     /// without payload, and the trace is marked unverified.
     fn resolve(&mut self, argument: &ArgRef) -> CoreResult<Producer> {
-        if let Some(&producer) = self.producers.get(&argument.tensor) {
+        if let Some(producer) = self.producers.get(&self.trace, argument.tensor) {
             return Ok(producer);
         }
         self.trace.capture.verified = false;
@@ -633,7 +638,7 @@ impl TraceBuilder {
             None,
         )?;
         // The output node stands for the value; later readers still see the producing op.
-        self.producers.insert(tensor, Producer::Op(parent));
+        self.producers.insert_op(&self.trace, tensor, parent);
         self.trace.outputs.push(id);
         Ok(())
     }
@@ -701,11 +706,14 @@ impl TraceBuilder {
 /// The finalize steps shared by the builder and the decoder's rebuild of derived data.
 pub fn finalize(trace: &mut Trace) {
     link_children(trace);
-    label_ops(trace);
-    link_module_tree(trace);
+    // Distances before labels: the sweeps' working arrays are freed by the time the labels are
+    // allocated, which reuse their memory (in the component, linear memory keeps its high-water
+    // mark, so the two peaks must not stack).
     if trace.options.compute_input_output_distances {
         distances::compute(trace);
     }
+    label_ops(trace);
+    link_module_tree(trace);
 }
 
 fn link_children(trace: &mut Trace) {

@@ -58,7 +58,7 @@ fn by_value(trace: &Trace, decisions: Vec<Decision>) -> Vec<ValueDecision> {
     decisions
         .into_iter()
         .filter_map(|decision| {
-            let value = trace.ops.get(decision.op as usize)?.value?;
+            let value = trace.ops.get(decision.op as usize)?.value()?;
             Some(ValueDecision {
                 value,
                 op: decision.op,

@@ -214,7 +214,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
         dtype: op.dtype.name().to_string(),
         output_index: op.output_index(),
         in_place: op.in_place,
-        payload: op.payload,
+        payload: op.payload(),
         attributes: op.attributes().to_vec(),
         source: op.source.as_ref().map(|source| wit::SourceLocation {
             file: source.file.to_string(),
@@ -240,7 +240,7 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             })
             .collect(),
         extras: op.extras().to_vec(),
-        value: op.value,
+        value: op.value(),
     }
 }
 

@@ -317,7 +317,7 @@ mod tests {
         let mut op = trace.ops[1].clone();
         op.pass = pass;
         // Runtime-only, never on the wire: left out so a decoded op compares equal.
-        op.value = None;
+        op.clear_value();
         op
     }
 

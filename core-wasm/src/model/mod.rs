@@ -19,8 +19,8 @@ pub use chunked_table::{
 };
 pub use interner::Interner;
 pub use module_tree::{Module, ModuleCall, Param};
-pub(crate) use op::PackedDistances;
 pub use op::{Op, OpDetails};
+pub(crate) use op::{PackedDistances, SplitId};
 pub use shared_shape::{share_repeated_shapes, SharedShape, SharedShapes};
 pub use shared_text::{share_repeated_text, SharedText};
 pub use site::SiteKey;
@@ -274,8 +274,8 @@ impl Trace {
         let keep: rustc_hash::FxHashSet<PayloadSlot> = slots.iter().copied().collect();
         let mut dropped = 0;
         for op in &mut self.ops {
-            if op.payload.is_some_and(|slot| !keep.contains(&slot)) {
-                op.payload = None;
+            if op.payload().is_some_and(|slot| !keep.contains(&slot)) {
+                op.set_payload(None);
                 dropped += 1;
             }
         }

@@ -4,8 +4,9 @@
 //! facts most ops lack (a name, an output position, non-tensor arguments, edits, backend extras)
 //! live behind one optional box, hop distances are packed into four `u32`s, and the shape and
 //! source location are shared with the trace's other ops of that shape or line
-//! ([`super::SharedShape`], [`super::SharedText`]): 312 → 200 bytes on wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
-//! unchanged.
+//! ([`super::SharedShape`], [`super::SharedText`]), and the two optional ids are split into
+//! `u32` halves ([`SplitId`]), so nothing aligns the record to 8: 312 → 188 bytes on wasm32. On
+//! the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are unchanged.
 
 use super::{
     Distances, Edges, EditRecord, OpIdList, OpKind, ParamList, Shape, SharedShape, SiteKey,
@@ -39,7 +40,8 @@ pub struct Op {
     pub shape: SharedShape,
     pub dtype: Dtype,
     pub in_place: bool,
-    pub payload: Option<PayloadSlot>,
+    /// Read with [`Op::payload`], set with [`Op::set_payload`].
+    pub(crate) payload: SplitId,
     /// Shared with the trace's other ops called from the same line.
     pub source: Option<Arc<SharedSourceLocation>>,
     /// Stable identity of the op's site, independent of grouping (for comparing traces).
@@ -50,12 +52,8 @@ pub struct Op {
     pub input_ancestors: OpIdList,
     /// Output ops this op reaches (when distances are computed).
     pub output_descendants: OpIdList,
-    /// The adapter's id of the value this op produced (for a constant the core inserted, the
-    /// id of the undeclared value that was read). Runtime-only: it lets live decisions, stop
-    /// frontiers and edits name values the way the adapter does, and is never stored in a
-    /// `.tlspec` body, so a loaded trace has `None`. Output ops have `None` too: they repeat
-    /// their producer's value.
-    pub value: Option<TensorId>,
+    /// Read with [`Op::value`].
+    pub(crate) value: SplitId,
     /// What most ops lack; `None` while all of it is empty (see [`OpDetails::boxed`]).
     pub(crate) details: Option<Box<OpDetails>>,
 }
@@ -90,7 +88,50 @@ impl OpDetails {
     }
 }
 
+/// An optional `u64` id as two `u32` halves: 12 bytes aligned to 4, where an `Option<u64>`
+/// takes 16 on wasm32 and aligns the whole op to 8 (a long trace keeps two per op).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SplitId(Option<[u32; 2]>);
+
+impl SplitId {
+    pub(crate) const NONE: Self = Self(None);
+
+    pub(crate) fn new(id: Option<u64>) -> Self {
+        // Splitting a u64 into its halves: the truncations are the point.
+        Self(id.map(|id| [id as u32, (id >> 32) as u32]))
+    }
+
+    fn get(self) -> Option<u64> {
+        self.0
+            .map(|[low, high]| u64::from(low) | (u64::from(high) << 32))
+    }
+}
+
 impl Op {
+    /// The adapter's handle on the op's saved value, if it has one.
+    pub fn payload(&self) -> Option<PayloadSlot> {
+        self.payload.get()
+    }
+
+    /// Sets or clears the op's payload handle.
+    pub fn set_payload(&mut self, payload: Option<PayloadSlot>) {
+        self.payload = SplitId::new(payload);
+    }
+
+    /// The adapter's id of the value this op produced (for a constant the core inserted, the
+    /// id of the undeclared value that was read). Runtime-only: it lets live decisions, stop
+    /// frontiers and edits name values the way the adapter does, and is never stored in a
+    /// `.tlspec` body, so a loaded trace has `None`. Output ops have `None` too: they repeat
+    /// their producer's value.
+    pub fn value(&self) -> Option<TensorId> {
+        self.value.get()
+    }
+
+    /// Forgets the op's value id (as a trace loaded from a file has none).
+    pub fn clear_value(&mut self) {
+        self.value = SplitId::NONE;
+    }
+
     /// For inputs and outputs their path in the call, for buffers their address.
     pub fn name(&self) -> Option<&str> {
         self.details.as_ref()?.name.as_deref()
@@ -258,7 +299,7 @@ impl Serialize for Op {
             dtype: &self.dtype,
             output_index: self.output_index(),
             in_place: self.in_place,
-            payload: self.payload,
+            payload: self.payload(),
             attributes: self.attributes(),
             source: self.source.as_deref(),
             site: self.site,
@@ -288,13 +329,13 @@ impl<'de> Deserialize<'de> for Op {
             shape: SharedShape::from(&wire.shape[..]),
             dtype: wire.dtype,
             in_place: wire.in_place,
-            payload: wire.payload,
+            payload: SplitId::new(wire.payload),
             source: wire.source.map(Arc::new),
             site: wire.site,
             distances: PackedDistances::new(wire.distances),
             input_ancestors: wire.input_ancestors,
             output_descendants: wire.output_descendants,
-            value: None,
+            value: SplitId::NONE,
             details: OpDetails {
                 name: wire.name,
                 output_index: wire.output_index,

@@ -563,7 +563,7 @@ fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<(
         .collect();
     let mut matched = attach_grad_payloads(trace, payloads, &index)?;
     for op in &mut trace.ops {
-        if op.payload.is_none() {
+        if op.payload().is_none() {
             continue;
         }
         let slot = *index.get(&*op.label).ok_or_else(|| {
@@ -588,7 +588,7 @@ fn attach_payloads(trace: &mut Trace, payloads: &[PayloadEntry]) -> CoreResult<(
                 op.label, op.dtype, op.shape, entry.dtype, entry.shape
             )));
         }
-        op.payload = Some(slot as u64);
+        op.set_payload(Some(slot as u64));
         matched += 1;
     }
     // Labels are unique (validated), so each tensor matched at most one op.

@@ -133,7 +133,7 @@ pub fn encode_layout(trace: &Trace, manifest: &Manifest) -> CoreResult<EncodedLa
     let trace = rewritten.as_ref().unwrap_or(trace);
     let mut pending = Vec::new();
     for (index, op) in trace.ops.iter().enumerate() {
-        let Some(slot) = op.payload else { continue };
+        let Some(slot) = op.payload() else { continue };
         pending.push(pending_payload(index as u32, slot, op)?);
     }
     // Saved gradients: same shape and dtype as their op's output, under `grad/<label>`.

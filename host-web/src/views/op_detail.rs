@@ -123,7 +123,7 @@ pub fn op_detail(header: &HeaderInfo, trace: &Trace, id: OpId) -> WebResult<OpDe
         .and_then(|call| trace.modules.get(call.module as usize))
         .map_or_else(String::new, |module| module.class_name.clone());
     let payload = op
-        .payload
+        .payload()
         .and_then(|slot| header.payloads.get(usize::try_from(slot).ok()?))
         .map(|entry| PayloadView {
             offset: entry.offset,

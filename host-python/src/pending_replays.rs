@@ -10,12 +10,13 @@
 //! `adapter_kit/replay.py`'s `argument_template`) the first time anything reads the records
 //! (`backends/torch/replay_records.py`).
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyString, PyTuple};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
+use torchlens_schema::chunked_table::ChunkedTable;
 
 /// One argument of a recorded op: a value passed as it is, or a tensor named by its value id.
 pub enum Argument {
@@ -45,6 +46,39 @@ pub struct PendingOp {
     pub multiple: bool,
 }
 
+/// An argument as the store keeps it: 8 bytes, where an [`Argument`] takes 16 (its tag pads the
+/// `u64`), and a long capture keeps one or two per op. A tensor is its value id shifted up with
+/// the low bit set; anything else is its index into [`PendingReplays::values`] shifted up.
+#[derive(Clone, Copy)]
+struct StoredArgument(u64);
+
+/// A [`StoredArgument`] read back.
+enum StoredKind {
+    Tensor(u64),
+    Value(usize),
+}
+
+impl StoredArgument {
+    /// The largest value id a stored argument can name (ids count up from 1 per capture).
+    const LARGEST_ID: u64 = u64::MAX >> 1;
+
+    fn tensor(value_id: u64) -> Self {
+        Self((value_id << 1) | 1)
+    }
+
+    fn value(index: usize) -> Self {
+        Self((index as u64) << 1)
+    }
+
+    fn unpack(self) -> StoredKind {
+        if self.0 & 1 == 1 {
+            StoredKind::Tensor(self.0 >> 1)
+        } else {
+            StoredKind::Value((self.0 >> 1) as usize)
+        }
+    }
+}
+
 /// One op as the store keeps it until replay (24 bytes on 64-bit: a long capture keeps one per
 /// op). Its callable is an index into the store's distinct callables, and its arguments are the
 /// next `arguments` entries of the store's one argument list (keywords likewise): replay reads
@@ -66,18 +100,21 @@ const _: () = assert!(std::mem::size_of::<StoredOp>() <= 24);
 
 /// The replay records of one capture not made yet (see the module docs).
 ///
-/// Per op it keeps a [`StoredOp`] and its arguments in two flat lists that grow by doubling:
-/// a few large blocks, not a heap block per op (per-op blocks allocated while the forward frees
+/// Per op it keeps a [`StoredOp`] and its arguments in two flat lists of fixed-size chunks
+/// ([`ChunkedTable`]): not a heap block per op (per-op blocks allocated while the forward frees
 /// activations around them fragmented glibc's heap: a capture's peak memory came out several
-/// times higher in some runs). `scale.py`'s loop kept 96 bytes an op as one record with its
-/// arguments inline; packed, an op of one or two arguments takes 40–56.
+/// times higher in some runs), and no list that doubles by copying (each outgrown copy stayed
+/// resident in the heap: 25-35 bytes an op on `scale.py`'s loop). That loop kept 96 bytes an op
+/// as one record with its arguments inline; packed, an op of one or two arguments takes 32–48.
 #[pyclass(module = "torchlens._native")]
 pub struct PendingReplays {
-    ops: Vec<StoredOp>,
+    ops: ChunkedTable<StoredOp>,
     /// Every op's positional arguments, op after op.
-    arguments: Vec<Argument>,
+    arguments: ChunkedTable<StoredArgument>,
     /// Every op's keyword arguments (name, argument), op after op.
-    keywords: Vec<(Py<PyAny>, Argument)>,
+    keywords: ChunkedTable<(Py<PyAny>, StoredArgument)>,
+    /// The arguments that are not tensors, in the order the ops passed them.
+    values: ChunkedTable<Py<PyAny>>,
     /// The distinct (callable, name) pairs the ops named, and where each sits (keyed by the
     /// two objects' addresses: the list holds both, so an address cannot be reused meanwhile).
     callables: Vec<(Py<PyAny>, Py<PyString>)>,
@@ -96,6 +133,19 @@ impl PendingReplays {
         let arguments = u32::try_from(op.args.len()).map_err(|_| too_many("2^32 arguments"))?;
         let keywords =
             u16::try_from(op.keywords.len()).map_err(|_| too_many("65535 keyword arguments"))?;
+        let all_arguments = op
+            .args
+            .iter()
+            .chain(op.keywords.iter().map(|(_, argument)| argument));
+        for argument in all_arguments {
+            if let Argument::Tensor(value_id) = argument {
+                if *value_id > StoredArgument::LARGEST_ID {
+                    return Err(PyValueError::new_err(format!(
+                        "value id {value_id} is too large to keep for replay (at most 2^63 - 1)"
+                    )));
+                }
+            }
+        }
         let key = (op.func.as_ptr() as usize, op.name.as_ptr() as usize);
         let callable = match self.callable_index.get(&key) {
             Some(&index) => index,
@@ -107,8 +157,14 @@ impl PendingReplays {
                 index
             }
         };
-        self.arguments.extend(op.args);
-        self.keywords.extend(op.keywords);
+        for argument in op.args {
+            let stored = self.store(argument);
+            self.arguments.push(stored);
+        }
+        for (key, argument) in op.keywords {
+            let stored = self.store(argument);
+            self.keywords.push((key, stored));
+        }
         self.ops.push(StoredOp {
             first_value: op.first_value,
             callable,
@@ -129,10 +185,30 @@ impl PendingReplays {
         class.bind(py).call1((value,))
     }
 
-    fn argument<'py>(&self, py: Python<'py>, argument: &Argument) -> PyResult<Bound<'py, PyAny>> {
+    /// `argument` as the store keeps it (its value id checked by `push`).
+    fn store(&mut self, argument: Argument) -> StoredArgument {
         match argument {
-            Argument::Value(value) => Ok(value.bind(py).clone()),
-            Argument::Tensor(value) => self.reference(py, *value),
+            Argument::Tensor(value_id) => StoredArgument::tensor(value_id),
+            Argument::Value(value) => {
+                self.values.push(value);
+                StoredArgument::value(self.values.len() - 1)
+            }
+        }
+    }
+
+    fn argument<'py>(
+        &self,
+        py: Python<'py>,
+        argument: StoredArgument,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match argument.unpack() {
+            StoredKind::Tensor(value_id) => self.reference(py, value_id),
+            StoredKind::Value(index) => match self.values.get(index) {
+                Some(value) => Ok(value.bind(py).clone()),
+                None => Err(PyRuntimeError::new_err(format!(
+                    "replay facts name argument {index}, which the store does not hold"
+                ))),
+            },
         }
     }
 
@@ -140,6 +216,7 @@ impl PendingReplays {
         self.ops.clear();
         self.arguments.clear();
         self.keywords.clear();
+        self.values.clear();
         self.callables.clear();
         self.callable_index.clear();
     }
@@ -155,9 +232,10 @@ impl PendingReplays {
         replay_record: Py<PyAny>,
     ) -> Self {
         Self {
-            ops: Vec::new(),
-            arguments: Vec::new(),
-            keywords: Vec::new(),
+            ops: ChunkedTable::new(),
+            arguments: ChunkedTable::new(),
+            keywords: ChunkedTable::new(),
+            values: ChunkedTable::new(),
             callables: Vec::new(),
             callable_index: HashMap::default(),
             params,
@@ -177,11 +255,8 @@ impl PendingReplays {
             visit.call(func)?;
             visit.call(name)?;
         }
-        let keyword_arguments = self.keywords.iter().map(|(_, argument)| argument);
-        for argument in self.arguments.iter().chain(keyword_arguments) {
-            if let Argument::Value(value) = argument {
-                visit.call(value)?;
-            }
+        for value in &self.values {
+            visit.call(value)?;
         }
         for (key, _) in &self.keywords {
             visit.call(key)?;
@@ -208,7 +283,7 @@ impl PendingReplays {
             let template = arguments
                 .by_ref()
                 .take(op.arguments as usize)
-                .map(|argument| self.argument(py, argument))
+                .map(|argument| self.argument(py, *argument))
                 .collect::<PyResult<Vec<_>>>()?;
             let template = PyTuple::new(py, template)?;
             // No keywords: None, which the record takes as its shared empty mapping.
@@ -217,7 +292,7 @@ impl PendingReplays {
             } else {
                 let found = PyDict::new(py);
                 for (key, argument) in keywords.by_ref().take(usize::from(op.keywords)) {
-                    found.set_item(key, self.argument(py, argument)?)?;
+                    found.set_item(key, self.argument(py, *argument)?)?;
                 }
                 Some(found)
             };

@@ -12,6 +12,7 @@
 use super::Producer;
 use crate::events::TensorId;
 use crate::model::{OpId, Trace};
+use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::hash::BuildHasher;
@@ -51,16 +52,18 @@ impl ValueProducers {
     /// any earlier producer.
     pub fn insert_op(&mut self, trace: &Trace, value: TensorId, op: OpId) {
         debug_assert_eq!(value_of(trace, op), Some(value));
-        self.params.remove(&value);
-        let key_hash = hash(value);
-        match self
-            .ops
-            .find_mut(key_hash, |&earlier| value_of(trace, earlier) == Some(value))
-        {
-            Some(earlier) => *earlier = op,
-            None => {
-                self.ops
-                    .insert_unique(key_hash, op, |&op| value_of(trace, op).map_or(0, hash));
+        if !self.params.is_empty() {
+            self.params.remove(&value);
+        }
+        // One probe: the slot of an earlier producer of `value`, or where it goes.
+        match self.ops.entry(
+            hash(value),
+            |&earlier| value_of(trace, earlier) == Some(value),
+            |&op| value_of(trace, op).map_or(0, hash),
+        ) {
+            Entry::Occupied(mut earlier) => *earlier.get_mut() = op,
+            Entry::Vacant(slot) => {
+                slot.insert(op);
             }
         }
     }

@@ -255,60 +255,64 @@ fn the_build_id_is_a_prefixed_hex_digest() {
         .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
 }
 
+/// The op of `trace` that produced the adapter's value `value`.
+fn producer_of(trace: &Trace, value: u64) -> &torchlens_core::model::Op {
+    let found = trace.ops.iter().find(|op| op.value() == Some(value));
+    found.expect("some op produced the value")
+}
+
 #[test]
 fn a_value_id_reported_again_names_its_latest_producer() {
     use torchlens_core::dtype::Dtype;
     use torchlens_core::events::{ParamDecl, TensorDesc};
 
+    // Each case: a model with one input `x`, then `reuse` reports an id again and returns the
+    // value the last op reads beside `x`.
+    let build_case = |reuse: &dyn Fn(&mut EventRecorder, u32, u64) -> u64| {
+        let mut recorder = EventRecorder::default();
+        let root = recorder.module(&["self"], "Model");
+        let x = recorder.input("x", &[4]);
+        let read = reuse(&mut recorder, root, x);
+        let last = recorder.op("mul", &[x, read], &[4]);
+        recorder.output("out", last);
+        (build(recorder.events), last)
+    };
+
     // A parameter's id taken by a later value: readers after it see that value's op.
-    let mut recorder = EventRecorder::default();
-    let root = recorder.module(&["self"], "Model");
-    let weight = recorder.param(root, "weight", &[4]);
-    let x = recorder.input("x", &[4]);
-    recorder.events.push(RawEvent::Constant {
-        value: TensorDesc {
-            tensor: weight,
-            shape: [4].as_slice().into(),
-            dtype: Dtype::Float32,
-            payload: None,
-        },
+    let (trace, last) = build_case(&|recorder, root, _| {
+        let weight = recorder.param(root, "weight", &[4]);
+        recorder.events.push(RawEvent::Constant {
+            value: TensorDesc {
+                tensor: weight,
+                shape: [4].as_slice().into(),
+                dtype: Dtype::Float32,
+                payload: None,
+            },
+        });
+        weight
     });
-    let sum = recorder.op("add", &[x, weight], &[4]);
-    recorder.output("out", sum);
-    let trace = build(recorder.events);
-    let add = trace
-        .ops
-        .iter()
-        .find(|op| op.value() == Some(sum))
-        .expect("add");
     let constant = trace.ops.iter().position(|op| op.kind == OpKind::Constant);
-    assert!(add.params.is_empty());
+    let mul = producer_of(&trace, last);
+    assert!(mul.params.is_empty());
     assert_eq!(
-        add.parents.iter().map(|edge| Some(edge.op as usize)).nth(1),
+        mul.parents.iter().map(|edge| Some(edge.op as usize)).nth(1),
         Some(constant)
     );
 
     // An op's value id declared again as a parameter: readers after it see the parameter.
-    let mut recorder = EventRecorder::default();
-    let root = recorder.module(&["self"], "Model");
-    let x = recorder.input("x", &[4]);
-    let activated = recorder.op("relu", &[x], &[4]);
-    recorder.events.push(RawEvent::Param(ParamDecl {
-        tensor: activated,
-        address: "scale".to_string(),
-        module: root,
-        shape: vec![4],
-        dtype: Dtype::Float32,
-        trainable: true,
-    }));
-    let product = recorder.op("mul", &[x, activated], &[4]);
-    recorder.output("out", product);
-    let trace = build(recorder.events);
-    let mul = trace
-        .ops
-        .iter()
-        .find(|op| op.value() == Some(product))
-        .expect("mul");
+    let (trace, last) = build_case(&|recorder, root, x| {
+        let activated = recorder.op("relu", &[x], &[4]);
+        recorder.events.push(RawEvent::Param(ParamDecl {
+            tensor: activated,
+            address: "scale".to_string(),
+            module: root,
+            shape: vec![4],
+            dtype: Dtype::Float32,
+            trainable: true,
+        }));
+        activated
+    });
+    let mul = producer_of(&trace, last);
     assert_eq!(mul.params.len(), 1);
     assert_eq!(mul.parents.len(), 1, "only the input feeds mul as an op");
 }

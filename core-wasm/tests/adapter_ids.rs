@@ -316,3 +316,27 @@ fn a_value_id_reported_again_names_its_latest_producer() {
     assert_eq!(mul.params.len(), 1);
     assert_eq!(mul.parents.len(), 1, "only the input feeds mul as an op");
 }
+
+#[test]
+fn the_reserved_id_is_refused_as_a_tensor_id_or_payload_handle() {
+    use torchlens_core::dtype::Dtype;
+    use torchlens_core::events::TensorDesc;
+
+    // An op stores "no id" as 2^64 - 1, so an adapter may not use it for a value or a slot.
+    for (tensor, payload) in [(u64::MAX, None), (7, Some(u64::MAX))] {
+        let mut recorder = EventRecorder::default();
+        recorder.input("x", &[4]);
+        recorder.events.push(RawEvent::Constant {
+            value: TensorDesc {
+                tensor,
+                shape: [4].as_slice().into(),
+                dtype: Dtype::Float32,
+                payload,
+            },
+        });
+        let mut builder = TraceBuilder::new(TraceOptions::default());
+        let error = builder.ingest(recorder.events).expect_err("reserved");
+        assert_eq!(error.kind, ErrorKind::InvalidEvents);
+        assert_eq!(error.code, "events_reserved_id");
+    }
+}

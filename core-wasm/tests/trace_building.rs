@@ -256,12 +256,12 @@ fn distances_and_ancestor_sets() {
     assert_eq!(distances.min_from_input, Some(1));
     assert_eq!(distances.max_from_input, Some(3));
     assert_eq!(distances.min_to_output, Some(1));
-    assert_eq!(add.input_ancestors[..], [0]);
-    assert_eq!(add.output_descendants[..], [6]);
+    assert_eq!(add.input_ancestors()[..], [0]);
+    assert_eq!(add.output_descendants()[..], [6]);
     let sigmoid = &trace.ops[5];
     assert_eq!(sigmoid.distances().unwrap().min_to_output, None);
-    assert!(sigmoid.output_descendants.is_empty());
-    assert_eq!(sigmoid.input_ancestors[..], [1]);
+    assert!(sigmoid.output_descendants().is_empty());
+    assert_eq!(sigmoid.input_ancestors()[..], [1]);
     assert_eq!(ancestors(&trace, 4), vec![0, 2, 3]);
     assert_eq!(descendants(&trace, 0), vec![2, 3, 4, 6]);
 
@@ -277,7 +277,7 @@ fn distances_and_ancestor_sets() {
     assert!(trace
         .ops
         .iter()
-        .all(|op| op.distances().is_none() && op.input_ancestors.is_empty()));
+        .all(|op| op.distances().is_none() && op.input_ancestors().is_empty()));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! What a long trace keeps per op: its ops share one copy of each source location (and of each
 //! file and function name) and of each shape, an op whose layer ran once shares the layer's
 //! label, layers share their function's op type (built from events and decoded from a `.tlspec`
-//! alike), and a layer that ran once keeps its op inline.
+//! alike), ops with the same input ancestors and output descendants share one copy of the two
+//! sets, and a layer that ran once keeps its op inline.
 
 #[path = "tlspec_support.rs"]
 mod support;
@@ -73,6 +74,17 @@ fn labels_and_types_shared(trace: &Trace) -> bool {
     labels && types
 }
 
+/// Whether every op points at one copy of its reach sets (the loop's ops are all reached from
+/// input 0 and reach the output): the slices of a shared copy have one address.
+fn reaches_shared(trace: &Trace) -> bool {
+    let first = trace.ops[0].input_ancestors();
+    first == [0]
+        && trace.ops.iter().all(|op| {
+            std::ptr::eq(op.input_ancestors(), first)
+                && std::ptr::eq(op.output_descendants(), trace.ops[0].output_descendants())
+        })
+}
+
 #[test]
 fn ops_built_from_events_share_their_source_text_and_shapes() {
     let trace = loop_trace(50);
@@ -91,6 +103,7 @@ fn ops_built_from_events_share_their_source_text_and_shapes() {
     assert!(sources_shared(&trace));
     assert!(shapes_shared(&trace));
     assert!(labels_and_types_shared(&trace));
+    assert!(reaches_shared(&trace));
     assert_eq!(&*trace.ops[1].label, "relu_1_2");
 }
 
@@ -103,6 +116,7 @@ fn a_decoded_trace_shares_its_source_text_and_shapes() {
     assert!(sources_shared(&decoded));
     assert!(shapes_shared(&decoded));
     assert!(labels_and_types_shared(&decoded));
+    assert!(reaches_shared(&decoded));
 }
 
 #[test]
@@ -113,4 +127,13 @@ fn a_layer_that_ran_once_keeps_its_op_inline() {
         .layers
         .iter()
         .all(|layer| layer.ops.len() == 1 && !layer.ops.spilled()));
+}
+
+/// The op record's size on a 64-bit host (`python benchmarks/core_memory.py` reports wasm32's,
+/// where the component runs). A field added to every op shows up here first.
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn an_op_record_stays_small() {
+    let size = std::mem::size_of::<torchlens_core::model::Op>();
+    assert!(size <= 216, "Op is {size} bytes");
 }

@@ -10,7 +10,7 @@
 //! op in one array (8 bytes per op for up to 64 inputs), freed once its sets are written, and a
 //! hop range of two `u32`s per direction.
 
-use crate::model::{Distances, OpId, Trace};
+use crate::model::{Distances, InputOutputReach, OpId, SharedReaches, Trace};
 
 /// One bitset per op over a small set of boundary ops (inputs or outputs), all in one array.
 struct BoundarySets {
@@ -113,8 +113,14 @@ pub fn compute(trace: &mut Trace) {
             from_input[index].extend_from(parent_range);
         }
     }
+    // Each op keeps its ancestor set (shared, so no copy per op) until its descendants are
+    // known; then it is given the shared pair.
+    let mut ancestor_sets = SharedReaches::default();
     for (index, op) in trace.ops.iter_mut().enumerate() {
-        op.input_ancestors = ancestors.members(index, &inputs).collect();
+        op.set_reach(ancestor_sets.share_reach(&InputOutputReach {
+            input_ancestors: ancestors.members(index, &inputs).collect(),
+            output_descendants: Default::default(),
+        }));
     }
     drop(ancestors);
 
@@ -136,13 +142,18 @@ pub fn compute(trace: &mut Trace) {
         }
     }
 
+    let mut reaches = SharedReaches::default();
     for (index, op) in trace.ops.iter_mut().enumerate() {
+        let reach = InputOutputReach {
+            input_ancestors: op.input_ancestors().into(),
+            output_descendants: descendants.members(index, &outputs).collect(),
+        };
+        op.set_reach(reaches.share_reach(&reach));
         op.set_distances(Some(Distances {
             min_from_input: from_input[index].min(),
             max_from_input: from_input[index].max(),
             min_to_output: to_output[index].min(),
             max_to_output: to_output[index].max(),
         }));
-        op.output_descendants = descendants.members(index, &outputs).collect();
     }
 }

@@ -48,16 +48,16 @@ fn hash<T: std::hash::Hash>(key: &T) -> u64 {
 }
 
 /// The first op of `layer`'s site (the key it was indexed under).
-fn first_site(trace: &Trace, layer: u32) -> Option<&SiteKey> {
+fn first_site(trace: &Trace, layer: u32) -> Option<SiteKey> {
     let first = *trace.layers.get(layer as usize)?.ops.first()?;
-    Some(&trace.ops.get(first as usize)?.site)
+    Some(trace.ops.get(first as usize)?.site())
 }
 
 /// The structural key of `layer`'s first op.
 fn first_structure(trace: &Trace, layer: u32) -> Option<StructuralKey> {
     let first = *trace.layers.get(layer as usize)?.ops.first()?;
     let op = trace.ops.get(first as usize)?;
-    Some(StructuralKey::of(trace, &op.site, &op.parents))
+    Some(StructuralKey::of(trace, &op.site(), &op.parents))
 }
 
 /// Layers by the site of their first op.
@@ -68,21 +68,23 @@ impl SiteLayers {
     /// The layer whose first op ran at `site`.
     pub fn get(&self, trace: &Trace, site: &SiteKey) -> Option<u32> {
         self.0
-            .find(hash(site), |&layer| first_site(trace, layer) == Some(site))
+            .find(hash(site), |&layer| {
+                first_site(trace, layer).as_ref() == Some(site)
+            })
             .copied()
     }
 
     /// Indexes `layer` under `site` (its first op, about to be added, runs there).
     pub fn insert(&mut self, trace: &Trace, site: &SiteKey, layer: u32) {
         self.0.insert_unique(hash(site), layer, |&layer| {
-            first_site(trace, layer).map_or(0, hash)
+            first_site(trace, layer).map_or(0, |site| hash(&site))
         });
     }
 
     /// Room for `additional` more layers without growing.
     pub fn reserve(&mut self, trace: &Trace, additional: usize) {
         self.0.reserve(additional, |&layer| {
-            first_site(trace, layer).map_or(0, hash)
+            first_site(trace, layer).map_or(0, |site| hash(&site))
         });
     }
 }

@@ -386,6 +386,15 @@ impl TraceBuilder {
                 "trace a smaller part of the model, or stop capture earlier with stop_after=",
             ));
         }
+        if value.tensor == SplitId::RESERVED || value.payload == Some(SplitId::RESERVED) {
+            return Err(event_error(
+                "events_reserved_id",
+                format!(
+                    "tensor id or payload handle {} is reserved (an op stores it as \"none\")",
+                    SplitId::RESERVED
+                ),
+            ));
+        }
         let id = self.trace.ops.len() as OpId;
         let output_slot = output_index.unwrap_or(0);
         let frame = self.stack.last_mut().ok_or_else(|| {
@@ -424,10 +433,10 @@ impl TraceBuilder {
             in_place: false,
             payload: SplitId::new(value.payload),
             source: None,
-            site,
+            site_module: site.module,
+            site_ordinal: site.ordinal,
             distances: PackedDistances::NONE,
-            input_ancestors: OpIdList::new(),
-            output_descendants: OpIdList::new(),
+            reach: None,
             // An output node repeats its producer's value, so only the producer carries it.
             value: SplitId::new((kind != OpKind::Output).then_some(value.tensor)),
             details: OpDetails {

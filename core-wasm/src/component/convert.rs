@@ -228,8 +228,8 @@ pub fn op_info(trace: &Trace, index: usize) -> wit::OpInfo {
             min_to_output: distances.min_to_output,
             max_to_output: distances.max_to_output,
         }),
-        input_ancestors: op.input_ancestors.to_vec(),
-        output_descendants: op.output_descendants.to_vec(),
+        input_ancestors: op.input_ancestors().to_vec(),
+        output_descendants: op.output_descendants().to_vec(),
         edits: op
             .edits()
             .iter()

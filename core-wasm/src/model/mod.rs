@@ -9,6 +9,7 @@ mod chunked_table;
 mod interner;
 mod module_tree;
 mod op;
+mod reach;
 mod shared_shape;
 mod shared_text;
 mod site;
@@ -21,6 +22,7 @@ pub use interner::Interner;
 pub use module_tree::{Module, ModuleCall, Param};
 pub use op::{Op, OpDetails};
 pub(crate) use op::{PackedDistances, SplitId};
+pub use reach::{share_repeated_reaches, InputOutputReach, SharedReaches};
 pub use shared_shape::{share_repeated_shapes, SharedShape, SharedShapes};
 pub use shared_text::{share_repeated_text, SharedText};
 pub use site::SiteKey;
@@ -220,15 +222,16 @@ impl Trace {
 
     /// The stable site key of an op, rendered as text.
     pub fn site_key(&self, op: &Op) -> String {
+        let site = op.site();
         let module = self
             .modules
-            .get(op.site.module as usize)
+            .get(site.module as usize)
             .map_or("?", |module| module.address());
         format!(
             "{module}/{}/{}/{}",
             self.op_type(op),
-            op.site.output_slot,
-            op.site.ordinal
+            site.output_slot,
+            site.ordinal
         )
     }
 

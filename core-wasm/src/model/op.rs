@@ -2,14 +2,17 @@
 //!
 //! A trace holds one `Op` per operation, so its size is most of what a trace costs per op. The
 //! facts most ops lack (a name, an output position, non-tensor arguments, edits, backend extras)
-//! live behind one optional box, hop distances are packed into four `u32`s, and the shape and
-//! source location are shared with the trace's other ops of that shape or line
-//! ([`super::SharedShape`], [`super::SharedText`]), and the two optional ids are split into
-//! `u32` halves ([`SplitId`]), so nothing aligns the record to 8: 312 → 188 bytes on wasm32. On
-//! the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are unchanged.
+//! live behind one optional box, hop distances are packed into four `u32`s, the shape, source
+//! location and input/output reach are shared with the trace's other ops that have the same
+//! ones ([`super::SharedShape`], [`super::SharedText`], [`super::InputOutputReach`]), the site
+//! keeps only what the op does not already hold, and the two optional ids are `u32` halves with
+//! a reserved "none" ([`SplitId`]), so nothing aligns the record to 8: 312 → 152 bytes on
+//! wasm32. On the wire an op is the record it always was ([`OpWire`]): `.tlspec` bodies are
+//! unchanged.
 
 use super::{
-    Distances, Edges, EditRecord, OpIdList, OpKind, ParamList, Shape, SharedShape, SiteKey,
+    Distances, Edges, EditRecord, InputOutputReach, OpId, OpIdList, OpKind, ParamList, Shape,
+    SharedShape, SiteKey,
 };
 use crate::dtype::Dtype;
 use crate::events::{PayloadSlot, SharedSourceLocation, TensorId};
@@ -44,14 +47,16 @@ pub struct Op {
     pub(crate) payload: SplitId,
     /// Shared with the trace's other ops called from the same line.
     pub source: Option<Arc<SharedSourceLocation>>,
-    /// Stable identity of the op's site, independent of grouping (for comparing traces).
-    pub site: SiteKey,
+    /// The site's module (the rest of the site is the op's own function, output index and
+    /// [`Op::site_ordinal`]; read the whole key with [`Op::site`]).
+    pub(crate) site_module: u32,
+    /// The site's ordinal (see [`SiteKey::ordinal`]).
+    pub(crate) site_ordinal: u32,
     /// Hop distances (see [`Op::distances`]; the builder starts with [`PackedDistances::NONE`]).
     pub(crate) distances: PackedDistances,
-    /// Input ops that reach this op (when distances are computed).
-    pub input_ancestors: OpIdList,
-    /// Output ops this op reaches (when distances are computed).
-    pub output_descendants: OpIdList,
+    /// Input ops that reach this op and output ops it reaches (when distances are computed),
+    /// shared with every op that has the same two sets; `None` while both are empty.
+    pub(crate) reach: Option<Arc<InputOutputReach>>,
     /// Read with [`Op::value`].
     pub(crate) value: SplitId,
     /// What most ops lack; `None` while all of it is empty (see [`OpDetails::boxed`]).
@@ -88,22 +93,29 @@ impl OpDetails {
     }
 }
 
-/// An optional `u64` id as two `u32` halves: 12 bytes aligned to 4, where an `Option<u64>`
-/// takes 16 on wasm32 and aligns the whole op to 8 (a long trace keeps two per op).
+/// An optional `u64` id as two `u32` halves, with `u64::MAX` reserved for "none": 8 bytes
+/// aligned to 4, where an `Option<u64>` takes 16 on wasm32 and aligns the whole op to 8 (a long
+/// trace keeps two per op). The builder refuses the reserved id from an adapter
+/// ([`SplitId::RESERVED`]), and a file that stores it is refused when decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SplitId(Option<[u32; 2]>);
+pub(crate) struct SplitId([u32; 2]);
 
 impl SplitId {
-    pub(crate) const NONE: Self = Self(None);
+    /// The one id an op cannot hold: it stands for "none".
+    pub(crate) const RESERVED: u64 = u64::MAX;
+    pub(crate) const NONE: Self = Self([u32::MAX, u32::MAX]);
 
+    /// `id` split into halves; the reserved id reads back as `None` (callers refuse it first).
     pub(crate) fn new(id: Option<u64>) -> Self {
+        let id = id.unwrap_or(Self::RESERVED);
         // Splitting a u64 into its halves: the truncations are the point.
-        Self(id.map(|id| [id as u32, (id >> 32) as u32]))
+        Self([id as u32, (id >> 32) as u32])
     }
 
     fn get(self) -> Option<u64> {
-        self.0
-            .map(|[low, high]| u64::from(low) | (u64::from(high) << 32))
+        let [low, high] = self.0;
+        let id = u64::from(low) | (u64::from(high) << 32);
+        (id != Self::RESERVED).then_some(id)
     }
 }
 
@@ -165,6 +177,36 @@ impl Op {
         let mut details = self.details.take().unwrap_or_default();
         change(&mut details);
         self.details = (!details.is_empty()).then_some(details);
+    }
+
+    /// Stable identity of the op's site, independent of grouping (for comparing traces).
+    pub fn site(&self) -> SiteKey {
+        SiteKey {
+            module: self.site_module,
+            func: self.func,
+            output_slot: self.output_index().unwrap_or(0),
+            ordinal: self.site_ordinal,
+        }
+    }
+
+    /// Input ops that reach this op (when distances are computed).
+    pub fn input_ancestors(&self) -> &[OpId] {
+        self.reach
+            .as_deref()
+            .map_or(&[], |reach| &reach.input_ancestors)
+    }
+
+    /// Output ops this op reaches (when distances are computed).
+    pub fn output_descendants(&self) -> &[OpId] {
+        self.reach
+            .as_deref()
+            .map_or(&[], |reach| &reach.output_descendants)
+    }
+
+    /// Sets both reach sets at once (a shared copy from [`super::SharedReaches`], or `None`
+    /// for two empty sets).
+    pub fn set_reach(&mut self, reach: Option<Arc<InputOutputReach>>) {
+        self.reach = reach.filter(|reach| !reach.is_empty());
     }
 
     /// Hop distances, when they were computed.
@@ -247,8 +289,8 @@ struct OpWireRef<'a> {
     source: Option<&'a SharedSourceLocation>,
     site: SiteKey,
     distances: Option<Distances>,
-    input_ancestors: &'a OpIdList,
-    output_descendants: &'a OpIdList,
+    input_ancestors: &'a [OpId],
+    output_descendants: &'a [OpId],
     edits: &'a [EditRecord],
     extras: &'a [(String, String)],
 }
@@ -302,10 +344,10 @@ impl Serialize for Op {
             payload: self.payload(),
             attributes: self.attributes(),
             source: self.source.as_deref(),
-            site: self.site,
+            site: self.site(),
             distances: self.distances(),
-            input_ancestors: &self.input_ancestors,
-            output_descendants: &self.output_descendants,
+            input_ancestors: self.input_ancestors(),
+            output_descendants: self.output_descendants(),
             edits: self.edits(),
             extras: self.extras(),
         }
@@ -316,6 +358,30 @@ impl Serialize for Op {
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = OpWire::deserialize(deserializer)?;
+        // The op holds its site's function and output slot once, as its own function and output
+        // index: a stored site that disagrees with them, or a stored payload handle equal to the
+        // reserved id, describes no op the builder makes.
+        if wire.site.func != wire.func || wire.site.output_slot != wire.output_index.unwrap_or(0) {
+            return Err(serde::de::Error::custom(format!(
+                "op `{}`: its site names function {} and output slot {}, the op itself {} and {}",
+                wire.label,
+                wire.site.func,
+                wire.site.output_slot,
+                wire.func,
+                wire.output_index.unwrap_or(0)
+            )));
+        }
+        if wire.payload == Some(SplitId::RESERVED) {
+            return Err(serde::de::Error::custom(format!(
+                "op `{}`: payload handle {} is reserved",
+                wire.label,
+                SplitId::RESERVED
+            )));
+        }
+        let reach = InputOutputReach {
+            input_ancestors: wire.input_ancestors,
+            output_descendants: wire.output_descendants,
+        };
         Ok(Self {
             label: wire.label,
             layer: wire.layer,
@@ -331,10 +397,11 @@ impl<'de> Deserialize<'de> for Op {
             in_place: wire.in_place,
             payload: SplitId::new(wire.payload),
             source: wire.source.map(Arc::new),
-            site: wire.site,
+            site_module: wire.site.module,
+            site_ordinal: wire.site.ordinal,
             distances: PackedDistances::new(wire.distances),
-            input_ancestors: wire.input_ancestors,
-            output_descendants: wire.output_descendants,
+            // A copy per op until the decoder shares them (`share_repeated_reaches`).
+            reach: (!reach.is_empty()).then(|| Arc::new(reach)),
             value: SplitId::NONE,
             details: OpDetails {
                 name: wire.name,

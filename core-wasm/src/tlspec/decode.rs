@@ -16,7 +16,8 @@ use super::{
 use crate::dtype::Dtype;
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use crate::model::{
-    share_repeated_shapes, share_repeated_text, BackwardGraph, Trace, GRAD_TENSOR_PREFIX,
+    share_repeated_reaches, share_repeated_shapes, share_repeated_text, BackwardGraph, Trace,
+    GRAD_TENSOR_PREFIX,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -552,6 +553,7 @@ fn decode_trace_body(body: &[u8], expected: Option<u32>) -> CoreResult<Trace> {
     validate_trace(&trace)?;
     share_repeated_text(&mut trace);
     share_repeated_shapes(&mut trace);
+    share_repeated_reaches(&mut trace);
     Ok(trace)
 }
 

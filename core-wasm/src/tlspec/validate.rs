@@ -96,18 +96,17 @@ pub fn validate_trace(trace: &Trace) -> CoreResult<()> {
         in_range(op.module_call.into(), trace.module_calls.len(), || {
             format!("op {index}'s module call")
         })?;
-        in_range(op.site.module.into(), trace.modules.len(), || {
+        // The site's function is the op's own (checked above; the decoder refuses a stored site
+        // that disagrees).
+        in_range(op.site().module.into(), trace.modules.len(), || {
             format!("op {index}'s site module")
-        })?;
-        in_range(op.site.func.into(), trace.func_names.len(), || {
-            format!("op {index}'s site function")
         })?;
         for &param in &op.params {
             in_range(param.into(), trace.params.len(), || {
                 format!("op {index}'s parameter")
             })?;
         }
-        for &other in op.input_ancestors.iter().chain(&op.output_descendants) {
+        for &other in op.input_ancestors().iter().chain(op.output_descendants()) {
             in_range(other.into(), ops, || {
                 format!("op {index}'s input/output relative")
             })?;

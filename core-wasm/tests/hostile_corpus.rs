@@ -351,6 +351,43 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         file_from_body(&body_of(&cycle, 1)),
         "trace_cycle",
     ));
+    // An op holds its site's function once, as its own: a stored site naming another function
+    // describes no op the builder makes. Two bodies that differ only in op 2's function differ
+    // in two bytes (the op's and its site's); the first alone is changed.
+    let mut other_func = small_trace();
+    other_func.ops[2].func ^= 1;
+    let (body, other) = (body_of(&small_trace(), 1), body_of(&other_func, 1));
+    let differing: Vec<usize> = (0..body.len())
+        .filter(|&at| body[at] != other[at])
+        .collect();
+    assert_eq!(differing.len(), 2, "the function is stored twice");
+    let mut site_disagrees = body.clone();
+    site_disagrees[differing[0]] = other[differing[0]];
+    files.push(case(
+        "body_site_disagrees_with_its_op",
+        file_from_body(&site_disagrees),
+        "tlspec_body_undecodable",
+    ));
+    // A payload handle of 2^64 - 1 (an op's "none"): the one-byte handle 1 replaced by its
+    // ten-byte varint.
+    let with_handle = |handle| {
+        let mut trace = small_trace();
+        trace.ops[1].set_payload(Some(handle));
+        body_of(&trace, 1)
+    };
+    let (one, two) = (with_handle(1), with_handle(2));
+    let at = (0..one.len())
+        .find(|&at| one[at] != two[at])
+        .expect("the handles differ");
+    let mut reserved = one[..at].to_vec();
+    reserved.extend([0xFF; 9]);
+    reserved.push(0x01);
+    reserved.extend(&one[at + 1..]);
+    files.push(case(
+        "body_payload_handle_reserved",
+        file_from_body(&reserved),
+        "tlspec_body_undecodable",
+    ));
     files.push(case(
         "body_version_3",
         file_from_body(&body_of(&small_trace(), 3)),

@@ -13,15 +13,16 @@ use smallvec::SmallVec;
 use torchlens_host_runtime::ResourceAny;
 use torchlens_schema::dtype::Dtype;
 use torchlens_schema::events::{
-    ArgRef, EventBatch, ModuleDecl, OpEvent, ParamDecl, RawEvent, SourceLocation, TensorDesc,
+    ArgRef, ModuleDecl, OpEvent, ParamDecl, RawEvent, SourceLocation, TensorDesc,
 };
+use torchlens_schema::{BatchEncoder, EncodedEvents};
 
 /// Events built once and sent again by later sessions: a model's declaration (its modules and
 /// parameters), kept by the adapter while the model is unchanged, so a trace of the same model
 /// pays one call instead of one per module and parameter.
 #[pyclass(module = "torchlens._native", frozen)]
 pub struct PreparedEvents {
-    events: Vec<RawEvent>,
+    events: EncodedEvents,
 }
 
 /// A capture session inside the core plus the events not yet sent.
@@ -29,7 +30,8 @@ pub struct PreparedEvents {
 pub struct Session {
     instance: SharedInstance,
     handle: Option<ResourceAny>,
-    pending: Vec<RawEvent>,
+    /// Encoded as they arrive (see [`BatchEncoder`]).
+    pending: BatchEncoder,
     /// Decisions from events `mark_stopped` sent on its own; the next `flush` or `finish`
     /// returns them first.
     held: Vec<(u64, bool)>,
@@ -40,7 +42,7 @@ impl Session {
         Self {
             instance,
             handle: Some(handle),
-            pending: Vec::with_capacity(256),
+            pending: BatchEncoder::with_capacity(16 * 1024),
             held: Vec::new(),
         }
     }
@@ -51,10 +53,7 @@ impl Session {
         if self.pending.is_empty() {
             return Ok(Vec::new());
         }
-        let batch = EventBatch {
-            events: std::mem::take(&mut self.pending),
-        }
-        .to_postcard();
+        let batch = self.pending.take_batch();
         let decisions = self
             .instance
             .with(|core| core.ingest(handle, &batch))
@@ -67,7 +66,7 @@ impl Session {
 
     /// Appends one event (the native module hooks report calls through this).
     pub(crate) fn push_event(&mut self, event: RawEvent) {
-        self.pending.push(event);
+        self.pending.push(&event);
     }
 
     fn handle(&self) -> PyResult<ResourceAny> {
@@ -96,7 +95,7 @@ impl Session {
         container: bool,
         training: bool,
     ) {
-        self.pending.push(RawEvent::Module(ModuleDecl {
+        self.pending.push(&RawEvent::Module(ModuleDecl {
             id,
             addresses,
             class_name,
@@ -115,7 +114,7 @@ impl Session {
         dtype: &str,
         trainable: bool,
     ) {
-        self.pending.push(RawEvent::Param(ParamDecl {
+        self.pending.push(&RawEvent::Param(ParamDecl {
             tensor,
             address,
             module,
@@ -153,13 +152,14 @@ impl Session {
                 trainable,
             }));
         }
-        self.pending.extend(events.iter().cloned());
+        let events = EncodedEvents::encode(&events);
+        self.pending.extend(&events);
         PreparedEvents { events }
     }
 
     /// Appends events prepared by an earlier session (`declare_model`).
     fn replay(&mut self, prepared: &PreparedEvents) {
-        self.pending.extend(prepared.events.iter().cloned());
+        self.pending.extend(&prepared.events);
     }
 
     /// A model input.
@@ -172,7 +172,7 @@ impl Session {
         dtype: &str,
         payload: Option<u64>,
     ) {
-        self.pending.push(RawEvent::Input {
+        self.pending.push(&RawEvent::Input {
             name,
             value: value(tensor, shape, dtype, payload),
         });
@@ -188,7 +188,7 @@ impl Session {
         dtype: &str,
         payload: Option<u64>,
     ) {
-        self.pending.push(RawEvent::Buffer {
+        self.pending.push(&RawEvent::Buffer {
             address,
             value: value(tensor, shape, dtype, payload),
         });
@@ -197,7 +197,7 @@ impl Session {
     /// A value read from outside the traced call.
     #[pyo3(signature = (tensor, shape, dtype, payload=None))]
     fn constant(&mut self, tensor: u64, shape: Vec<u64>, dtype: &str, payload: Option<u64>) {
-        self.pending.push(RawEvent::Constant {
+        self.pending.push(&RawEvent::Constant {
             value: value(tensor, shape, dtype, payload),
         });
     }
@@ -226,7 +226,7 @@ impl Session {
             .into_iter()
             .map(|(tensor, shape, dtype, payload)| value(tensor, shape, &dtype, payload))
             .collect();
-        self.pending.push(RawEvent::Op(OpEvent {
+        self.pending.push(&RawEvent::Op(OpEvent {
             func,
             args,
             outputs,
@@ -242,29 +242,29 @@ impl Session {
 
     /// A module call starts.
     fn enter(&mut self, module: u32) {
-        self.pending.push(RawEvent::Enter { module });
+        self.pending.push(&RawEvent::Enter { module });
     }
 
     /// A module call ends, returning these values.
     fn exit(&mut self, module: u32, outputs: Vec<u64>) {
-        self.pending.push(RawEvent::Exit { module, outputs });
+        self.pending.push(&RawEvent::Exit { module, outputs });
     }
 
     /// A model output.
     fn output(&mut self, name: String, tensor: u64) {
-        self.pending.push(RawEvent::Output { name, tensor });
+        self.pending.push(&RawEvent::Output { name, tensor });
     }
 
     /// A backend fact about the whole trace.
     fn extra(&mut self, key: String, value: String) {
-        self.pending.push(RawEvent::Extra { key, value });
+        self.pending.push(&RawEvent::Extra { key, value });
     }
 
     /// An edit applied to the value `value` (an `intervene=` rule fired); the core records it
     /// on the op that produced the value (an unknown value fails the next flush with
     /// `events_edit_unknown_value`).
     fn edit(&mut self, value: u64, rule: String, action: String, timing: String) {
-        self.pending.push(RawEvent::Edit {
+        self.pending.push(&RawEvent::Edit {
             value,
             rule,
             action,

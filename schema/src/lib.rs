@@ -1,15 +1,18 @@
 //! The schema of what crosses from a framework adapter into the TorchLens core during capture:
-//! the raw events ([`events`]), the element types they name ([`dtype`]) and the shape type; and
-//! the chunked record list both sides keep long captures in ([`chunked_table`]).
+//! the raw events ([`events`]) and their batches as a host encodes them ([`batch_encoder`]), the
+//! element types they name ([`dtype`]) and the shape type; and the chunked record list both
+//! sides keep long captures in ([`chunked_table`]).
 //!
 //! Hosts that only *write* events (the Python extension) depend on this crate alone, so they
 //! build event batches without linking the core itself; the core depends on it to read them.
 //! Everything here is plain serde data encoded with postcard.
 
+pub mod batch_encoder;
 pub mod chunked_table;
 pub mod dtype;
 pub mod events;
 
+pub use batch_encoder::{BatchEncoder, EncodedEvents};
 pub use dtype::Dtype;
 pub use events::{DecodeError, EventBatch, EventStream, RawEvent};
 

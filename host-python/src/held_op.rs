@@ -609,7 +609,7 @@ impl HeldOpRecorder {
                 }
             }
         }
-        Ok(Some(Argument::Value(argument.clone().unbind())))
+        Ok(Some(Argument::Value(snapshot(argument)?)))
     }
 
     /// How the trace names `func` and whether it writes in place (`naming.describe`, asked
@@ -889,4 +889,41 @@ impl HeldOpRecorder {
             next_value_id: value_id,
         }))
     }
+}
+
+/// A non-tensor argument as it is when the op runs: lists and dicts (and tuples holding them)
+/// are copied, so a caller that edits its `shape` list after the call (MLX's and torch's
+/// upsampling code does) cannot change what replay passes. The native twin of the kit's
+/// `adapter_kit.replay.snapshot`; immutable values are kept as they are.
+fn snapshot(argument: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let py = argument.py();
+    if let Ok(list) = argument.cast::<PyList>() {
+        let items = list
+            .iter()
+            .map(|item| snapshot(&item))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(PyList::new(py, items)?.into_any().unbind());
+    }
+    if let Ok(dict) = argument.cast::<PyDict>() {
+        let copy = PyDict::new(py);
+        for (key, value) in dict.iter() {
+            copy.set_item(key, snapshot(&value)?)?;
+        }
+        return Ok(copy.into_any().unbind());
+    }
+    if let Ok(tuple) = argument.cast::<PyTuple>() {
+        let holds_mutable = tuple.iter().any(|item| {
+            item.is_instance_of::<PyList>()
+                || item.is_instance_of::<PyDict>()
+                || item.is_instance_of::<PyTuple>()
+        });
+        if holds_mutable {
+            let items = tuple
+                .iter()
+                .map(|item| snapshot(&item))
+                .collect::<PyResult<Vec<_>>>()?;
+            return Ok(PyTuple::new(py, items)?.into_any().unbind());
+        }
+    }
+    Ok(argument.clone().unbind())
 }

@@ -197,6 +197,34 @@ def test_every_action_applies_through_the_backend_hook_keeping_shape_and_dtype(n
     numpy.testing.assert_allclose(_host(adapter, doubled), host * 2, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", _registered())
+def test_a_list_argument_edited_after_the_call_still_validates(name):
+    # MLX's nn.Upsample reshapes with a list and then edits that same list: replay must see the
+    # list as it was when the op ran (the kit snapshots every mutable non-array argument).
+    spec, adapter, _model, _args = _built(name)
+    framework = importlib.import_module(spec.requirement.module)
+    x = adapter.from_numpy(numpy.arange(6, dtype=numpy.float32).reshape(2, 3), "float32")
+
+    def reshape(value, shape):
+        # The framework's reshape function where it has one (torch, TensorFlow, Paddle, NumPy),
+        # else the array's own method (JAX, MLX and tinygrad keep it elsewhere).
+        function = getattr(framework, "reshape", None)
+        return function(value, shape) if function is not None else value.reshape(shape)
+
+    def edits_its_shape(value):
+        shape = [3, 2]
+        tall = reshape(value, shape)
+        shape[0], shape[1] = 1, 6
+        return reshape(tall, shape)
+
+    trace = tl.trace(edits_its_shape, (x,), backend=name)
+    assert [op.shape for op in trace.ops if op.kind == "compute"] == [(3, 2), (1, 6)]
+    numpy.testing.assert_array_equal(
+        _host(adapter, trace.outputs[0].out), numpy.arange(6, dtype=numpy.float32).reshape(1, 6)
+    )
+    assert trace.validate_forward_pass() is True
+
+
 @pytest.mark.parametrize("name", _registered(built=False))
 def test_a_planned_backend_refuses_before_anything_runs(name):
     calls = []

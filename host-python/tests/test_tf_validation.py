@@ -9,6 +9,10 @@ TensorFlow is imported inside the fixtures, never at collection (see test_tf_cap
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import test_tf_capture
@@ -167,3 +171,61 @@ def test_predict_is_imported_with_its_loop_as_an_effect_region(tf, models):
     assert status.state == "unverified" and status.reason == "predict_loop_region"
     assert status.effect_regions == 1 and status.pure_unverified == 0
     assert status.replayed >= 3  # the forward's matmuls, bias adds and relu replay
+
+
+_UNET_WITH_CONV2D_TRANSPOSE = """
+import tensorflow as tf
+import torchlens as tl
+
+tf.keras.utils.set_random_seed(0)
+inputs = tf.keras.Input((16, 16, 3))
+down = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+pooled = tf.keras.layers.MaxPooling2D()(down)
+middle = tf.keras.layers.Conv2D(16, 3, padding="same", activation="relu")(pooled)
+up = tf.keras.layers.Conv2DTranspose(8, 2, strides=2, padding="same")(middle)
+merged = tf.keras.layers.Concatenate()([up, down])
+outputs = tf.keras.layers.Conv2D(1, 1, activation="sigmoid")(merged)
+model = tf.keras.Model(inputs, outputs)
+trace = tl.trace(model, tf.random.normal((1, 16, 16, 3)), backend="tf")
+names = {op.func_name for op in trace.ops}
+assert "conv2d_backprop_input" in names, sorted(names)
+print("validated:", trace.validate_forward_pass(), trace.validation_replay_status.state)
+"""
+
+
+def test_a_keras_unet_with_conv2d_transpose_validates_without_ending_the_process():
+    # Replay used to perturb Conv2DBackpropInput's int32 input_sizes; TensorFlow's oneDNN kernel
+    # (on by default) then aborted the interpreter. A child process keeps such an abort from
+    # taking the test run down with it; TF_ENABLE_ONEDNN_OPTS is left unset (the default).
+    environment = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
+    environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    child = subprocess.run(
+        [sys.executable, "-c", _UNET_WITH_CONV2D_TRANSPOSE],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert "validated: True passed" in child.stdout, child.stdout + child.stderr[-3000:]
+
+
+def test_tensorflow_op_types_take_the_names_of_their_generated_functions(tf):
+    # One normaliser for every backend: Conv2DBackpropInput is conv2d_backprop_input (a plain
+    # regex made it conv2_dbackprop_input), as TensorFlow's generated gen_*_ops functions say.
+    from tensorflow.python.ops import gen_array_ops, gen_image_ops, gen_math_ops, gen_nn_ops
+
+    from torchlens.adapter_kit.op_names import snake_case
+
+    generated = set()
+    for module in (gen_array_ops, gen_image_ops, gen_math_ops, gen_nn_ops):
+        generated |= {name for name in dir(module) if not name.startswith("_")}
+    op_types = [name for name in dir(tf.raw_ops) if not name.startswith("_")]
+    named = [op_type for op_type in op_types if snake_case(op_type) in generated]
+    assert len(named) > 400
+    assert snake_case("Conv2DBackpropInput") == "conv2d_backprop_input" and "conv2d_backprop_input" in generated
+    for op_type in op_types:
+        lower = op_type.lower()
+        matches = [name for name in generated if name.replace("_", "") == lower]
+        if len(matches) == 1:
+            assert snake_case(op_type) == matches[0], op_type

@@ -17,7 +17,19 @@ from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ReplayRuntime, 
 from .model import Module
 
 #: The NumPy functions a capture records.
-WRAPPED = ("matmul", "add", "subtract", "multiply", "tanh", "maximum", "exp", "sum", "mean", "concatenate")
+WRAPPED = (
+    "matmul",
+    "add",
+    "subtract",
+    "multiply",
+    "tanh",
+    "maximum",
+    "exp",
+    "sum",
+    "mean",
+    "concatenate",
+    "reshape",
+)
 
 
 class _Capture:

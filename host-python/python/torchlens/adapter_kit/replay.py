@@ -11,7 +11,9 @@
    replay alone (``value_independent_replay``). An op that replays exactly but that no
    perturbation moves is unverified (``perturbation_inconclusive``), as is one with tensor
    arguments of which none can be perturbed (``no_perturbable_parent``): the status folds to
-   unverified, never to a silent pass and never to a false failure.
+   unverified, never to a silent pass and never to a false failure. Integer operands beside a
+   floating one (shapes, sizes, indices: :func:`control_operands`) are never perturbed: a
+   kernel given a wrong one may end the process instead of raising.
 4. Self-consistency first: an op that is, or reads, a value whose producer the capture never
    recorded (``ReplayRuntime.unresolved``, or a reference naming no value of the trace) is
    ``not_replayable`` with ``unresolved_producer``; an opaque record reports its
@@ -152,6 +154,8 @@ def argument_template(
             template.append(ref)
         elif isinstance(argument, (tuple, list)):
             template.append(_sequence_template(argument, position, parents, array_type, reference))
+        elif isinstance(argument, dict):
+            template.append(snapshot(argument))
         else:
             template.append(argument)
         position += 1
@@ -165,6 +169,8 @@ def argument_template(
             keywords[key] = ref
         elif isinstance(argument, (tuple, list)):
             keywords[key] = _sequence_template(argument, position, parents, array_type, reference)
+        elif isinstance(argument, dict):
+            keywords[key] = snapshot(argument)
         else:
             keywords[key] = argument
         position += 1
@@ -179,9 +185,10 @@ def _sequence_template(
     reference: Callable[[Any], Tuple[int, ValueRef]],
 ) -> Any:
     """A list or tuple argument: arrays inside it (torch.cat's list) are references too, so the
-    template never holds a value the selection released; they share the argument's position."""
+    template never holds a value the selection released; they share the argument's position.
+    Everything else in it is a :func:`snapshot`."""
     if not any(isinstance(item, array_type) for item in argument):
-        return argument
+        return snapshot(argument)
     items = []
     for item in argument:
         if isinstance(item, array_type):
@@ -189,8 +196,25 @@ def _sequence_template(
             parents.append((value_id, position))
             items.append(ref)
         else:
-            items.append(item)
+            items.append(snapshot(item))
     return tuple(items) if isinstance(argument, tuple) else items
+
+
+def snapshot(argument: Any) -> Any:
+    """A non-array argument as it is when the call runs: lists and dicts (and tuples holding
+    them) are copied, so a caller that edits its ``shape`` list after the call (MLX's
+    ``nn.Upsample`` does) cannot change what replay passes. Immutable values, and arrays, are
+    kept as they are. Every recorder templates its calls through this (the torch native
+    recorder's ``snapshot`` in ``held_op.rs`` is its twin)."""
+    if isinstance(argument, list):
+        return [snapshot(item) for item in argument]
+    if isinstance(argument, tuple):
+        if any(isinstance(item, (list, tuple, dict)) for item in argument):
+            return tuple(snapshot(item) for item in argument)
+        return argument
+    if isinstance(argument, dict):
+        return {key: snapshot(item) for key, item in argument.items()}
+    return argument
 
 
 def template_leaves(template: Any) -> Iterator[Any]:
@@ -494,10 +518,13 @@ class _Replayer:
         originals = {id(ref): self.lookup()(ref) for ref in distinct}
         hosts = {id(ref): self.host(originals[id(ref)]) for ref in distinct}
         literals = _numeric_literals((record.args, record.kwargs))
+        control = control_operands(distinct, self.dtype_of)
         for reference in distinct:
             array = hosts[id(reference)]
             if array is None or array.size == 0 or array.dtype.kind in "SUO":
                 continue  # nothing to change (strings and objects have no numeric perturbation)
+            if id(reference) in control:
+                continue  # a shape, size or index: a kernel may abort the process on a wrong one
             dtype = self.dtype_of(reference)
             others = [hosts[id(other)] for other in distinct if other is not reference]
             others = [other for other in others if other is not None] + literals
@@ -523,6 +550,20 @@ class _Replayer:
         if not ran_any:
             return "not_replayable", "no_perturbable_parent"
         return "not_replayable", "perturbation_inconclusive"
+
+
+def control_operands(distinct: List[ValueRef], dtype_of: Callable[[ValueRef], str]) -> Set[int]:
+    """The ``id``s of the integer operands of a call that also reads a floating operand: its
+    shapes, sizes, indices, axes and counts (``Conv2DBackpropInput``'s ``input_sizes``, a
+    gather's indices, a reshape's shape). Replay never perturbs them: a perturbed control value
+    is not evidence of a dependence, and some kernels end the whole process on one instead of
+    raising (TensorFlow's oneDNN convolution aborts on a negative dimension). The floating
+    operands carry the perturbation check; an op whose operands are all integers (integer
+    arithmetic) still has its integers perturbed."""
+    dtypes = {id(reference): dtype_of(reference) for reference in distinct}
+    if not any(dtype in TOLERANCE for dtype in dtypes.values()):
+        return set()
+    return {key for key, dtype in dtypes.items() if dtype.startswith(("int", "uint"))}
 
 
 def _numeric_literals(template: Any) -> List[Any]:

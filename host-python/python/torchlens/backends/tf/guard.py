@@ -18,20 +18,16 @@ code that holds no generated function."""
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from torchlens.adapter_kit.op_names import snake_case
 
 from . import prescan
 
 #: (module names loaded, sites) of the last scan: every (module, attribute) holding a generated
 #: function of a refused op type.
 _SITES: Dict[str, Any] = {"loaded": 0, "sites": []}
-
-
-def _snake(op_type: str) -> str:
-    """The name TensorFlow gives an op type's generated Python function."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_type).lower()
 
 
 def refused_op_types() -> Dict[str, str]:
@@ -44,7 +40,7 @@ def refused_op_types() -> Dict[str, str]:
         if op_type.startswith("_") or op_type == "DestroyResourceOp":
             continue
         if prescan.is_write(op_type) or prescan.is_random(op_type):
-            found[_snake(op_type)] = op_type
+            found[snake_case(op_type)] = op_type
     return found
 
 

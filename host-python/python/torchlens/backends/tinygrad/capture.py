@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tinygrad import Tensor
 
-from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
+from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, snapshot
 
 from . import refusals
 from .dtypes import is_weak, neutral_name
@@ -228,8 +228,8 @@ class Recorder:
                 parents.append((value_id, position, argument.uop))
                 template.append(self._reference(value_id))
             else:
-                template.append(argument)
-        record = ReplayRecord(call=call, func_name=name, args=tuple(template), kwargs=dict(kwargs))
+                template.append(snapshot(argument))
+        record = ReplayRecord(call=call, func_name=name, args=tuple(template), kwargs=snapshot(kwargs))
         self._record(uop, name, parents, record)
 
     def value_id_of(self, tensor: Any) -> Optional[int]:

@@ -13,6 +13,7 @@ import numpy
 import pytest
 
 import torchlens as tl
+from torchlens.adapter_kit.framework_version import installed_version
 from torchlens.adapter_kit.session import open_session_count
 from torchlens.backends.spec import resolve_reference
 from torchlens.errors import BackendUnsupportedError
@@ -76,6 +77,22 @@ def test_a_saved_file_loads_back_with_the_same_values(name, tmp_path):
         if op.saved:
             assert numpy.array_equal(_host(adapter, loaded[op.label].out), _host(adapter, op.out))
     assert loaded.validation_replay_status.state == "unavailable"
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_a_saved_file_records_the_installed_framework_version(name, tmp_path):
+    # The kit reads every backend's version the same way (MLX and tinygrad carry no
+    # __version__, and their files used to say "unknown").
+    spec, adapter, model, args = _built(name)
+    path = str(tmp_path / "trace.tlspec")
+    tl.trace(model, args, backend=name).save(path)
+    manifest = tl.load(path).manifest
+    assert manifest["backend_runtime"] == spec.requirement.module
+    installed = installed_version(spec.requirement.module)
+    if installed is not None:
+        # torch's __version__ carries its build's local label (2.15.0+cu132), its metadata not.
+        assert manifest["backend_version"].split("+")[0] == installed.split("+")[0]
+    assert manifest["backend_version"] != "unknown"
 
 
 @pytest.mark.parametrize("name", _registered())

@@ -9,8 +9,9 @@ import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
-from . import array_codec
+from . import array_codec, framework_version
 from .request import SaveRequest
+from .wrappers import takes_turns
 
 
 class BackendProtocol(ABC):
@@ -20,8 +21,21 @@ class BackendProtocol(ABC):
     #: Refusal codes this backend may raise, each a member of ``tl.backends.REFUSAL_CODES``.
     refusal_codes: Tuple[str, ...] = ()
 
+    #: Whether a capture replaces process-wide attributes (module functions, array methods,
+    #: class attributes). The kit then makes this backend's captures on different threads take
+    #: turns (:func:`~torchlens.adapter_kit.wrappers.takes_turns` around ``capture``): two
+    #: overlapping captures would stack their wrappers, and the first to finish would restore
+    #: the originals under the other. A backend whose hooks act per thread leaves it False.
+    patches_process_wide: bool = False
+
     def __init__(self, spec: Any) -> None:
         self.spec = spec
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own_capture = cls.__dict__.get("capture")
+        if cls.patches_process_wide and own_capture is not None:
+            cls.capture = takes_turns(own_capture)  # type: ignore[method-assign]
 
     # ---- identity ------------------------------------------------------------------------------
 
@@ -45,10 +59,8 @@ class BackendProtocol(ABC):
         return self.spec.requirement.module
 
     def runtime_version(self) -> str:
-        """The installed framework's version."""
-        import sys
-
-        return str(getattr(sys.modules[self.spec.requirement.module], "__version__", "unknown"))
+        """The installed framework's version (the same reading for every backend)."""
+        return framework_version.runtime_version(self.spec.requirement.module)
 
     # ---- capture -------------------------------------------------------------------------------
 

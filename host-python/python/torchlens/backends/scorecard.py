@@ -16,12 +16,12 @@ The three definitions the docs record (docs/backends.md):
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import os
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+
+from ..adapter_kit.framework_version import installed_version
 
 #: The cell states a scorecard records.
 CELL_STATES = ("passed", "failed", "unsupported", "not_run")
@@ -82,19 +82,6 @@ def read_scorecard(path: str) -> Optional[dict]:
 def shipped_scorecard(backend: str) -> Optional[dict]:
     """The scorecard shipped with the package for ``backend``, or None when none ships."""
     return read_scorecard(shipped_path(backend))
-
-
-def installed_version(module: str) -> Optional[str]:
-    """The installed version of the distribution that provides the import name ``module``, read
-    from package metadata (the framework is not imported), or None when it is not installed."""
-    if importlib.util.find_spec(module) is None:
-        return None
-    for distribution in importlib.metadata.packages_distributions().get(module, ()):
-        try:
-            return importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def record_for(scorecard: dict, version: Optional[str] = None) -> Tuple[str, dict]:

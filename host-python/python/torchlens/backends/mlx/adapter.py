@@ -16,7 +16,6 @@ from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSessio
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import named_arrays, named_inputs, substitute
-from torchlens.adapter_kit.wrappers import takes_turns
 
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
@@ -153,10 +152,10 @@ class MlxAdapter(BackendProtocol):
     """Fills the backend protocol for MLX."""
 
     refusal_codes = refusals.CODES
+    patches_process_wide = True
 
     # ---- capture -------------------------------------------------------------------------------
 
-    @takes_turns
     def capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options

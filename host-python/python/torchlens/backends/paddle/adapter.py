@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
 from typing import Any, List, Tuple
 
@@ -69,16 +68,11 @@ class PaddleAdapter(BackendProtocol):
     """Fills the backend protocol for PaddlePaddle dygraph."""
 
     refusal_codes = refusals.CODES
+    patches_process_wide = True
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
-        # Captures on several threads take turns: each one patches the same module attributes
-        # (paddle._C_ops), and one finishing first would restore them under the other.
-        with _CAPTURE_LOCK:
-            return self._capture(request)
-
-    def _capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options
         if grad_options is not None:
@@ -238,9 +232,6 @@ class PaddleAdapter(BackendProtocol):
         if record.output_index is None:
             return result
         return tensors_of(result)[record.output_index]
-
-
-_CAPTURE_LOCK = threading.RLock()
 
 
 def _stop_signal() -> Any:

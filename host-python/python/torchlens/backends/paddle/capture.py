@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import paddle
 
 from torchlens.adapter_kit.live_edits import LiveEditHost
+from torchlens.adapter_kit.module_walk import ModuleWalk
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from torchlens.adapter_kit.structures import arrays_in, substitute
 
@@ -70,27 +71,6 @@ def op_name(name: str) -> str:
     if name == "_getitem_dygraph":
         return "__getitem__"
     return name
-
-
-class Walk:
-    """The layer tree of a root ``paddle.nn.Layer``: every layer once, with all its addresses
-    (a layer reachable under several attributes is one module with aliases)."""
-
-    def __init__(self, root: Any) -> None:
-        self.addresses: Dict[int, List[str]] = {}
-        self.layers: List[Tuple[str, Any]] = []
-        self._visit("", root)
-
-    def _visit(self, prefix: str, layer: Any) -> None:
-        known = self.addresses.get(id(layer))
-        if known is not None:
-            known.append(prefix or "self")
-            return
-        self.addresses[id(layer)] = [prefix or "self"]
-        self.layers.append((prefix, layer))
-        for name, child in layer._sub_layers.items():
-            if child is not None:
-                self._visit(f"{prefix}.{name}" if prefix else name, child)
 
 
 class Recorder(LiveEditHost):
@@ -217,31 +197,17 @@ class Recorder(LiveEditHost):
     def declare_layers(self, model: Any) -> None:
         """Declares every layer of a root Layer (shared ones once, with all their addresses), its
         parameters and buffers. The root is module 0, ``self``."""
-        walk = Walk(model)
-        session = self.session
-        for _prefix, layer in walk.layers:
-            module_id = len(self.module_ids)
-            self.module_ids[id(layer)] = module_id
-            self.addresses[module_id] = walk.addresses[id(layer)][0]
-            session.module(
-                module_id,
-                walk.addresses[id(layer)],
-                type(layer).__name__,
-                isinstance(layer, _CONTAINERS),
-                bool(layer.training),
-            )
-        seen = set()
-        for prefix, layer in walk.layers:
-            dotted = f"{prefix}." if prefix else ""
-            module_id = self.module_ids[id(layer)]
-            for name, param in layer._parameters.items():
-                if param is None or id(param) in seen:
-                    continue
-                seen.add(id(param))
-                self.param(dotted + name, module_id, param)
-            for name, buffer in layer._buffers.items():
-                if buffer is not None:
-                    self.buffer_addresses.setdefault(id(buffer), dotted + name)
+        walk = ModuleWalk(model, lambda layer: layer._sub_layers.items())
+        walk.declare(
+            self.session, lambda layer: isinstance(layer, _CONTAINERS), lambda layer: bool(layer.training)
+        )
+        self.module_ids.update(walk.module_ids)
+        for module_id in range(len(walk.modules)):
+            self.addresses[module_id] = walk.primary_address(module_id)
+        for address, module_id, param in walk.owned(lambda layer: layer._parameters.items()):
+            self.param(address, module_id, param)
+        for address, _module_id, buffer in walk.owned(lambda layer: layer._buffers.items()):
+            self.buffer_addresses[id(buffer)] = address
 
     def param(self, address: str, module_id: int, param: Any) -> int:
         value_id = self.tag_lasting(param)

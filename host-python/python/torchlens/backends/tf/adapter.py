@@ -4,7 +4,6 @@ TensorFlow Keras backend)."""
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
 from typing import Any, List, Tuple
 
@@ -46,15 +45,11 @@ class TFAdapter(BackendProtocol):
     functions of ``tf.Tensor`` values)."""
 
     refusal_codes = refusals.CODES
+    patches_process_wide = True
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
-        # Captures on several threads take turns: each one patches the same class attributes.
-        with _CAPTURE_LOCK:
-            return self._capture(request)
-
-    def _capture(self, request: CaptureRequest) -> Any:
         options = request.options
         model = request.model
         grad_options = options.grad_options
@@ -233,9 +228,6 @@ class TFAdapter(BackendProtocol):
                 return result[0]
             return result
         return list(result)[record.output_index]
-
-
-_CAPTURE_LOCK = threading.RLock()
 
 
 def _build_keras(model: Any, args: tuple, kwargs: dict) -> bool:

@@ -15,13 +15,14 @@ capture cannot change a value: ``intervene=`` and ``stop_after=`` refuse at the 
 from __future__ import annotations
 
 import inspect
-import re
 import threading
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks, op_def_registry, ops
 
+from torchlens.adapter_kit.module_walk import ModuleWalk
+from torchlens.adapter_kit.op_names import snake_case
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from torchlens.adapter_kit.structures import arrays_in, substitute
 
@@ -60,7 +61,7 @@ def op_name(op_type: str) -> str:
     name = _NAMES.get(op_type)
     if name is not None:
         return name
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_type).lower()
+    return snake_case(op_type)
 
 
 def tensors_of(value: Any) -> List[Any]:
@@ -134,27 +135,6 @@ def own_variables(node: Any) -> List[Tuple[str, Any]]:
     return found
 
 
-class Walk:
-    """The module tree of a root Keras layer or ``tf.Module``: every module once, with all its
-    addresses (a layer reachable under several attributes is one module with aliases)."""
-
-    def __init__(self, root: Any) -> None:
-        self.addresses: Dict[int, List[str]] = {}
-        self.modules: List[Tuple[str, Any]] = []
-        self._visit("", root)
-
-    def _visit(self, prefix: str, node: Any) -> None:
-        known = self.addresses.get(id(node))
-        if known is not None:
-            known.append(prefix or "self")
-            return
-        self.addresses[id(node)] = [prefix or "self"]
-        self.modules.append((prefix, node))
-        dotted = f"{prefix}." if prefix else ""
-        for name, child in _children(node):
-            self._visit(dotted + name, child)
-
-
 class Recorder:
     """Turns op callbacks and module calls into session events."""
 
@@ -177,7 +157,7 @@ class Recorder:
         self.error: Optional[BaseException] = None
         #: Variable reads mapped onto their parameter (held so their ids are not reused).
         self.alive: List[Any] = []
-        self.walk: Optional[Walk] = None
+        self.walk: Optional[ModuleWalk] = None
         #: Live edits' hooks (``edits.LiveEdits``): an op was recorded; a module call returned.
         self.on_op: Optional[Callable[[str, int], None]] = None
         self.on_exit: Optional[Callable[[int, list, list], dict]] = None
@@ -259,28 +239,13 @@ class Recorder:
     def declare_modules(self, model: Any) -> None:
         """Declares every module of a root layer or ``tf.Module`` (shared ones once, with all
         their addresses) and the variables each one owns. The root is module 0, ``self``."""
-        walk = Walk(model)
-        session = self.session
-        for _prefix, node in walk.modules:
-            module_id = len(self.module_ids)
-            self.module_ids[id(node)] = module_id
-            self.addresses[module_id] = walk.addresses[id(node)][0]
-            session.module(
-                module_id,
-                walk.addresses[id(node)],
-                type(node).__name__,
-                False,
-                bool(getattr(node, "training", False)),
-            )
-        seen = set()
-        for prefix, node in walk.modules:
-            dotted = f"{prefix}." if prefix else ""
-            module_id = self.module_ids[id(node)]
-            for name, variable in own_variables(node):
-                if id(variable) in seen:
-                    continue
-                seen.add(id(variable))
-                self.param(dotted + name, module_id, variable)
+        walk = ModuleWalk(model, _children)
+        walk.declare(self.session, lambda node: False, lambda node: bool(getattr(node, "training", False)))
+        self.module_ids.update(walk.module_ids)
+        for module_id in range(len(walk.modules)):
+            self.addresses[module_id] = walk.primary_address(module_id)
+        for address, module_id, variable in walk.owned(own_variables):
+            self.param(address, module_id, variable)
         self.walk = walk
 
     def param(self, address: str, module_id: int, variable: Any) -> int:

@@ -85,8 +85,8 @@ lint: setup-python
 	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
 	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
 	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
-	$(PYTHON) -m ruff check host-python benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
-	$(PYTHON) -m ruff format --check host-python benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
+	$(PYTHON) -m ruff check host-python backends benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
+	$(PYTHON) -m ruff format --check host-python backends benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
 	# The docs tables and backend pages against the registry and the shipped scorecards (the
 	# conformance suite's --check runs in test-python, host-python/tests/test_backend_feature_table.py).
 	$(PYTHON) scripts/checks/backend_docs_lockstep.py

@@ -2,11 +2,12 @@
 (also ``python -m conformance.scorecard``), from a checkout's root.
 
 ``--write`` runs the suite and stores the record for the installed framework version in
-``scorecards/<name>.json`` and the package's copy ``torchlens/backends/<name>/scorecard.json``
-(records for other versions are kept). ``--check`` runs the suite and compares every cell's
-state (and refusal code) with the record for the installed version, saying which it used.
-``--graduation`` prints the six graduation items with pass/fail and the reason; it never
-changes maturity."""
+``scorecards/<name>.json`` (the one copy in the tree; the build ships it in the wheel as
+``torchlens/backends/<name>/scorecard.json``) and refreshes the installed package's copy so the
+package sees it without a reinstall (records for other versions are kept). ``--check`` runs the
+suite and compares every cell's state (and refusal code) with the record for the installed
+version, saying which it used. ``--graduation`` prints the six graduation items with pass/fail
+and the reason; it never changes maturity."""
 
 from __future__ import annotations
 

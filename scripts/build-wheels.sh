@@ -12,7 +12,8 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 ./scripts/build-component.sh
 component="$target/wasm32-wasip2/release/torchlens_core.wasm"
 rm -f dist/torchlens-*.whl
-TORCHLENS_COMPONENT="$component" "$python" -m maturin build --quiet --release --out dist
+# Through the project's PEP 517 backend (maturin, then the backends/ plugins added to the wheel).
+TORCHLENS_COMPONENT="$component" "$python" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
 "$python" scripts/build_pure_wheel.py --component "$component" --out dist
 platform_wheel="$(ls dist/torchlens-*-abi3-*.whl)"
 "$python" -m auditwheel show "$platform_wheel"

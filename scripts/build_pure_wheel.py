@@ -25,6 +25,11 @@ else:  # pragma: no cover - the repo's venv is 3.11
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "host-python" / "python" / "torchlens"
+# The built-in backends (backends/<name>/ and their scorecard records) enter this wheel the way
+# the platform wheel's build backend adds them: one list of files for both.
+sys.path.insert(0, str(ROOT / "host-python" / "build_backend"))
+from torchlens_build_backend import backend_files  # noqa: E402
+
 #: The wasmtime-py host reads the C API of this major version (see _hosts/wasmtime_py/values.py).
 WASMTIME_REQUIREMENT = "wasmtime>=50,<51"
 COMPONENT_NAME = "torchlens_core.wasm"
@@ -65,7 +70,18 @@ def _package_files() -> list:
         if path.suffix in (".so", ".pyd", ".pyc") or path.name == COMPONENT_NAME:
             continue
         files.append((f"torchlens/{path.relative_to(PACKAGE).as_posix()}", path.read_bytes()))
+    files.extend((target, source.read_bytes()) for target, source in backend_files(ROOT))
     return files
+
+
+def _entry_points(project: dict) -> str:
+    """``entry_points.txt``: the backends' ``torchlens.backends`` group, as pyproject.toml
+    declares it (the platform wheel gets the same from maturin)."""
+    sections = []
+    for group, entries in project.get("entry-points", {}).items():
+        lines = [f"[{group}]", *(f"{name} = {target}" for name, target in entries.items())]
+        sections.append("\n".join(lines) + "\n")
+    return "\n".join(sections)
 
 
 def build(component: Path, out: Path) -> Path:
@@ -78,6 +94,7 @@ def build(component: Path, out: Path) -> Path:
     entries = _package_files()
     entries.append((f"torchlens/{COMPONENT_NAME}", wasm))
     entries.append((f"{dist_info}/METADATA", _metadata(project).encode()))
+    entries.append((f"{dist_info}/entry_points.txt", _entry_points(project).encode()))
     wheel = (
         "Wheel-Version: 1.0\nGenerator: torchlens scripts/build_pure_wheel.py\n"
         "Root-Is-Purelib: true\nTag: py3-none-any\n"

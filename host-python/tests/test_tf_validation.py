@@ -223,7 +223,9 @@ def test_tensorflow_op_types_take_the_names_of_their_generated_functions(tf):
     op_types = [name for name in dir(tf.raw_ops) if not name.startswith("_")]
     named = [op_type for op_type in op_types if snake_case(op_type) in generated]
     assert len(named) > 400
-    assert snake_case("Conv2DBackpropInput") == "conv2d_backprop_input" and "conv2d_backprop_input" in generated
+    assert (
+        snake_case("Conv2DBackpropInput") == "conv2d_backprop_input" and "conv2d_backprop_input" in generated
+    )
     for op_type in op_types:
         lower = op_type.lower()
         matches = [name for name in generated if name.replace("_", "") == lower]

@@ -1,15 +1,14 @@
-"""The backend registry. Backends are discovered, not listed: every subpackage of
-``torchlens.backends`` with a ``declaration`` module (the built-in ones) and every entry point of
-the ``torchlens.backends`` group (adapters shipped by other packages) declares one
-:class:`BackendSpec`. Adding an adapter edits no code here. Routing never imports a framework the
-caller has not imported."""
+"""The backend registry. Backends are discovered, not listed: every entry point of the
+``torchlens.backends`` group declares one :class:`BackendSpec`, the built-in backends (this
+distribution's own entry points, their code in the repository's ``backends/<name>/``) and adapters
+shipped by other packages alike. Adding an adapter edits no code here. Routing never imports a
+framework the caller has not imported."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
 import importlib.util
-import pkgutil
 import sys
 import warnings
 from typing import Any, Dict, List, Optional
@@ -22,6 +21,9 @@ from .spec import BackendSpec
 #: The entry-point group a package uses to declare an adapter: ``name = "module:SPEC"``.
 ENTRY_POINT_GROUP = "torchlens.backends"
 
+#: The distribution whose entry points are the built-in backends.
+DISTRIBUTION = "torchlens"
+
 _SPECS: Dict[str, BackendSpec] = {}
 _ALIASES: Dict[str, str] = {}
 _LOADED: Dict[str, Any] = {}
@@ -32,24 +34,20 @@ _DISCOVERED = False
 
 
 def _discover() -> None:
-    """Registers every declared backend once (built-in declarations, then entry points)."""
+    """Registers every declared backend once: the entry points of :data:`ENTRY_POINT_GROUP`, the
+    built-in ones (declared by the ``torchlens`` distribution) first, each group by name."""
     global _DISCOVERED
     if _DISCOVERED:
         return
     _DISCOVERED = True
-    package = importlib.import_module(__package__)
-    for entry in sorted(pkgutil.iter_modules(package.__path__), key=lambda module: module.name):
-        if entry.ispkg and importlib.util.find_spec(f"{__package__}.{entry.name}.declaration"):
-            spec = importlib.import_module(f"{__package__}.{entry.name}.declaration").SPEC
-            # tl.backends.<name>.capability_summary: what the shipped scorecard proves (read
-            # on first use, no framework import).
-            sys.modules[f"{__package__}.{entry.name}"].capability_summary = CapabilitySummary(spec.name)
-            _BUILT_IN[spec.name] = spec
-            _add(spec)
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        # Another package's adapter must not take the registry down with it: one that fails to
-        # load, is not a BackendSpec, fails the core's registration check or takes a name that
-        # is already registered is skipped with a warning that names it.
+    declared = sorted(
+        importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+        key=lambda entry_point: (not _is_built_in(entry_point), entry_point.name),
+    )
+    for entry_point in declared:
+        # An adapter must not take the registry down with it: one that fails to load, is not a
+        # BackendSpec, fails the core's registration check or takes a name that is already
+        # registered is skipped with a warning that names it.
         try:
             spec = entry_point.load()
             if not isinstance(spec, BackendSpec):
@@ -65,7 +63,20 @@ def _discover() -> None:
                 stacklevel=2,
             )
             continue
+        if _is_built_in(entry_point):
+            _BUILT_IN[spec.name] = spec
+            # tl.backends.<name>.capability_summary: what the shipped scorecard proves (read on
+            # first use, no framework import).
+            package = sys.modules.get(entry_point.module.rpartition(".")[0])
+            if package is not None:
+                package.capability_summary = CapabilitySummary(spec.name)  # type: ignore[attr-defined]
         _add(spec)
+
+
+def _is_built_in(entry_point: Any) -> bool:
+    """Whether this distribution (``torchlens``) declares the entry point."""
+    distribution = getattr(entry_point, "dist", None)
+    return distribution is not None and distribution.metadata["Name"] == DISTRIBUTION
 
 
 def _add(spec: BackendSpec) -> None:

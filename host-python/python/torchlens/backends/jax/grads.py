@@ -77,6 +77,10 @@ class _Hooks(kit.GradHooks):
     def loss_part(self, leaf: Any) -> Any:
         return jnp.sum(leaf)
 
+    def is_scalar(self, loss: Any) -> bool:
+        # The loss is a tracer under jax.grad: its shape is known, its value is not.
+        return isinstance(loss, (jax.Array, float, int)) and jnp.size(loss) == 1
+
     def captured(self) -> List[kit.CapturedOp]:
         """The compute ops with a recorded floating value (keyed by value id)."""
         recorded = self.trace._runtime.values

@@ -27,7 +27,6 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.derived_grads import INTERMEDIATE_REPLAY_DIVERGED, INTERMEDIATE_REPLAY_FAILED
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
@@ -35,8 +34,6 @@ from .adapter import input_pairs, output_pairs
 from .capture import Recorder, rebind_held_functions
 from .modules import discover
 from .refusals import refuse
-
-__all__ = ["GradOptions", "INTERMEDIATE_REPLAY_DIVERGED", "INTERMEDIATE_REPLAY_FAILED", "derive"]
 
 #: Relative tolerance of the two checks (float32 finite differences are noisy).
 CHECK_TOLERANCE = 2e-2

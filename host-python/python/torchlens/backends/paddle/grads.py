@@ -22,20 +22,11 @@ from typing import Any, Callable, Dict, List, Tuple
 import paddle
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.derived_grads import INTERMEDIATE_REPLAY_DIVERGED, INTERMEDIATE_REPLAY_FAILED
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
 from . import refusals
 from .capture import Recorder, tensors_of
-
-__all__ = [
-    "GradOptions",
-    "INTERMEDIATE_REPLAY_DIVERGED",
-    "INTERMEDIATE_REPLAY_FAILED",
-    "check_options",
-    "derive",
-]
 
 
 @dataclass(frozen=True)

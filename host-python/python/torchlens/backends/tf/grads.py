@@ -20,14 +20,11 @@ from typing import Any, Callable, List, Optional, Tuple
 import tensorflow as tf
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.derived_grads import INTERMEDIATE_REPLAY_DIVERGED
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
 from . import refusals
 from .capture import Recorder, is_module, tensors_of
-
-__all__ = ["GradOptions", "INTERMEDIATE_REPLAY_DIVERGED", "check", "derive"]
 
 
 @dataclass(frozen=True)

@@ -22,15 +22,12 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 from tinygrad import Tensor, dtypes
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.derived_grads import INTERMEDIATE_REPLAY_DIVERGED, INTERMEDIATE_REPLAY_FAILED
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
 from .adapter import input_pairs, output_pairs
 from .capture import Recorder
 from .refusals import refuse
-
-__all__ = ["GradOptions", "INTERMEDIATE_REPLAY_DIVERGED", "INTERMEDIATE_REPLAY_FAILED", "derive"]
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,11 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.derived_grads import INTERMEDIATE_REPLAY_DIVERGED
 from torchlens.errors import BackendUnsupportedError
 from torchlens.trace import Autograd
 
 from .capture import flatten
 from .dtypes import name_of
-
-__all__ = ["GradOptions", "INTERMEDIATE_REPLAY_DIVERGED", "check_options", "derive"]
 
 
 @dataclass(frozen=True)
@@ -168,3 +165,6 @@ class _Hooks(kit.GradHooks):
 def derive(trace: Any, request: Any, adapter: Any) -> Autograd:
     """Leaf (and optionally per-op) derived gradients of ``request``'s loss for ``trace``."""
     return kit.derive(_Hooks(trace, request, adapter))
+
+
+__all__ = ["GradOptions", "derive"]

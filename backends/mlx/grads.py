@@ -1,10 +1,10 @@
 """Derived gradients of an MLX trace: leaf gradients of a loss through MLX's own autodiff
-(``mx.value_and_grad``). They are not a captured backward pass (``has_backward_pass`` stays
-False).
+(``mx.value_and_grad``), driven by the kit's driver (:mod:`torchlens.adapter_kit.derived_grads`).
+They are not a captured backward pass (``has_backward_pass`` stays False).
 
 For an ``mlx.nn.Module`` root the gradients are taken over ``model.parameters()``, rebound with
 ``model.update(params)`` in the rerun (and restored after); the rerun's output must match the
-captured output within dtype tolerance, or the call refuses.
+captured output within dtype tolerance, or the call refuses (``derived_grad_replay_diverged``).
 
 Per-op gradients (``intermediate_grads=True``): one more ``mx.value_and_grad`` replay runs the
 forward with the capture's wrappers installed and logging off (a shadow session: no core
@@ -19,246 +19,231 @@ difference of the loss along the gradient's direction)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
-from mlx.utils import tree_flatten
+from mlx.utils import tree_flatten, tree_map
 
-from torchlens.adapter_kit.derived_grads import check_intermediate_cap
-from torchlens.adapter_kit.replay import values_match
-from torchlens.trace import Autograd, DerivedGrad
+from torchlens.adapter_kit import derived_grads as kit
+from torchlens.adapter_kit.wrappers import Patches
+from torchlens.trace import Autograd
 
+from .adapter import input_pairs, output_pairs
+from .capture import Recorder, rebind_held_functions
+from .modules import discover
 from .refusals import refuse
-
-#: Why per-op derived gradients are absent (``trace.autograd.intermediate_unavailable``).
-INTERMEDIATE_REPLAY_DIVERGED = "intermediate_replay_diverged"
-INTERMEDIATE_REPLAY_FAILED = "intermediate_replay_failed"
 
 #: Relative tolerance of the two checks (float32 finite differences are noisy).
 CHECK_TOLERANCE = 2e-2
 
 
 @dataclass(frozen=True)
-class GradOptions:
+class GradOptions(kit.GradOptions):
     """What to differentiate: ``loss_fn(output) -> scalar mx.array`` (default: the sum of every
     output array), which positional inputs get gradients (``input_grad_argnums``), and whether
     to derive per-op gradients (at most ``max_intermediate_grads`` ops)."""
 
-    loss_fn: Optional[Callable[[Any], Any]] = None
-    input_grad_argnums: Sequence[int] = ()
-    intermediate_grads: bool = False
-    max_intermediate_grads: int = 256
 
+class _Hooks(kit.GradHooks):
+    evidence = ("replacement_gradient", "perturbation")
+    loss_kind = "scalar mx.array"
+    loss_remedy = "pass GradOptions(loss_fn=lambda output: mx.sum(output))"
 
-def _loss(options: GradOptions, output: Any) -> Any:
-    if options.loss_fn is not None:
-        return options.loss_fn(output)
-    from .adapter import output_pairs
+    def __init__(self, trace: Any, options: GradOptions) -> None:
+        super().__init__(trace, options)
+        runtime = trace._runtime
+        self.model = runtime.model
+        self.args, self.kwargs = tuple(runtime.args), dict(runtime.kwargs or {})
+        self.is_module = isinstance(self.model, nn.Module)
+        self.original = self.model.parameters() if self.is_module else None
+        #: Set by :meth:`op_pass` for :meth:`oracle`: the loss with taps added, the zero taps.
+        self._loss_of_taps: Optional[Callable[[Dict[int, Any]], Any]] = None
+        self._zeros: Dict[int, Any] = {}
 
-    total = None
-    for _, leaf in output_pairs(output):
-        part = leaf.astype(mx.float32).sum()
-        total = part if total is None else total + part
-    return total
+    def refuse(self, message: str, code: str, remedy: str) -> Exception:
+        return refuse(message, code, remedy)
 
+    def output_leaves(self, output: Any) -> List[Any]:
+        return [leaf for _, leaf in output_pairs(output)]
 
-def derive(trace: Any, options: GradOptions) -> Autograd:
-    """Leaf gradients of ``options``' loss for the trace's call (parameters and chosen inputs)."""
-    runtime = trace._runtime
-    model, args, kwargs = runtime.model, tuple(runtime.args), dict(runtime.kwargs or {})
-    argnums = tuple(options.input_grad_argnums)
-    for index in argnums:
-        if index >= len(args) or not isinstance(args[index], mx.array):
-            raise refuse(
-                f"input_grad_argnums names argument {index}, which is not an mx.array",
-                "option_unsupported",
-                "name positional arguments that are mx.array inputs",
+    def loss_part(self, leaf: Any) -> Any:
+        return leaf.astype(mx.float32).sum()
+
+    def is_scalar(self, loss: Any) -> bool:
+        return isinstance(loss, mx.array) and loss.size == 1
+
+    def captured_outputs(self) -> Optional[List[Tuple[Any, str]]]:
+        values = self.trace._runtime.values or {}
+        expected = [
+            (values.get(op.parents[0]._info.get("value")) if op.parents else None, op.dtype)
+            for op in self.trace.outputs
+        ]
+        # An output the capture kept no array for cannot be compared: nothing is checked then.
+        return None if any(value is None for value, _ in expected) else expected
+
+    def captured(self) -> List[kit.CapturedOp]:
+        """The capture's order entries (kind, func, shape, dtype, ...), each signed by itself."""
+        runtime = self.trace._runtime
+        labels = {op._info.get("value"): op.label for op in self.trace.ops}
+        return [
+            kit.CapturedOp(
+                labels.get(runtime.order_ids[position]),
+                entry,
+                entry[0] == "op" and kit.is_floating_dtype(entry[3]),
+                position,
             )
-    is_module = isinstance(model, nn.Module)
-    original = model.parameters() if is_module else None
-    values = runtime.values or {}
-    captured = [values.get(op.parents[0]._info.get("value")) if op.parents else None for op in trace.outputs]
-    differentiate = is_module or bool(argnums)
+            for position, entry in enumerate(runtime.order)
+        ]
 
-    def objective(params: Any, *inputs: Any) -> Any:
-        call_args = list(args)
-        for index, value in zip(argnums, inputs):
-            call_args[index] = value
-        if is_module:
-            model.update(params)
-        output = model(*call_args, **kwargs)
-        return _loss(options, output), output
-
-    grads: Any = ()
-    try:
-        output = objective(original if is_module else {}, *(args[i] for i in argnums))[1]
-        from .adapter import output_pairs
-
-        rerun = [leaf for _, leaf in output_pairs(output)]
-        for before, after, op in zip(captured, rerun, trace.outputs):
-            if before is not None and not values_match(trace._backend, after, before, op.dtype):
+    def leaf_pass(self, loss_of: Callable[[Any], Any], per_op: bool) -> kit.GradPass:
+        """``mx.value_and_grad`` over ``model.parameters()`` (rebound with ``model.update``, and
+        restored after) and the chosen inputs; per-op gradients come from :meth:`op_pass`."""
+        model, args, kwargs, is_module, original = (
+            self.model,
+            self.args,
+            self.kwargs,
+            self.is_module,
+            self.original,
+        )
+        argnums = tuple(self.options.input_grad_argnums)
+        for index in argnums:
+            if index >= len(args) or not isinstance(args[index], mx.array):
                 raise refuse(
-                    "the gradient rerun's output differs from the captured forward",
-                    "capability_unsupported",
-                    "make the forward deterministic (no state changed between calls)",
+                    f"input_grad_argnums names argument {index}, which is not an mx.array",
+                    "option_unsupported",
+                    "name positional arguments that are mx.array inputs",
                 )
-        if differentiate:
-            positions = tuple(range(1 + len(argnums))) if is_module else tuple(range(1, 1 + len(argnums)))
-            grad_fn = mx.value_and_grad(lambda p, *i: objective(p, *i)[0], argnums=positions)
-            # MLX 0.26 replaces the leaves of the trees it differentiates in place: hand it copies.
-            _, grads = grad_fn(_copy_tree(original) if is_module else {}, *(args[i] for i in argnums))
-            if len(positions) == 1:
-                grads = (grads,)  # one differentiated argument: MLX returns its gradient bare
-            if not is_module:
-                grads = ({},) + tuple(grads)
-    finally:
-        if is_module:
-            model.update(original)
-    derived: Dict[str, Any] = {}
-    if is_module and grads:
-        # A shared parameter appears under each of its addresses; the model reads it through one
-        # of them, so its gradient is the sum, kept under the primary address.
-        primary = {id(array): address for address, _, array, _ in runtime.tree.params}
-        arrays = dict(tree_flatten(original))
-        for address, value in tree_flatten(grads[0]):
-            key = primary.get(id(arrays.get(address)), address)
-            name = f"params.{key}"
-            derived[name] = derived[name] + value if name in derived else value
-    for index, value in zip(argnums, grads[1:]):
-        derived[f"inputs.{index}"] = value
-    mx.eval(list(derived.values()))
-    autograd = Autograd(derived_grads=derived)
-    if options.intermediate_grads:
-        _intermediate(trace, options, autograd, model, args, kwargs, is_module, original)
-    return autograd
 
-
-class _ShadowSession:
-    """What a recorder reports to during a gradient replay: ids only, nothing sent anywhere."""
-
-    def __init__(self) -> None:
-        self._next = 1
-
-    def new_value_id(self) -> int:
-        value = self._next
-        self._next += 1
-        return value
-
-    def __getattr__(self, name: str) -> Any:
-        return _ignore
-
-
-def _ignore(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-def _floating(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat"))
-
-
-def _intermediate(
-    trace: Any,
-    options: GradOptions,
-    autograd: Autograd,
-    model: Any,
-    args: tuple,
-    kwargs: dict,
-    is_module: bool,
-    original: Any,
-) -> None:
-    from torchlens.adapter_kit import Patches
-
-    from .adapter import input_pairs
-    from .capture import Recorder, rebind_held_functions
-    from .modules import discover
-
-    runtime = trace._runtime
-    captured_order = runtime.order
-    captured_ids = runtime.order_ids
-    positions = [
-        index for index, entry in enumerate(captured_order) if entry[0] == "op" and _floating(entry[3])
-    ]
-    check_intermediate_cap(len(positions), options.max_intermediate_grads)
-    shapes = {position: captured_order[position][2] for position in positions}
-    dtypes = {position: captured_order[position][3] for position in positions}
-
-    def run(params: Any, taps: Dict[int, Any]) -> Tuple[Any, Any]:
-        """The forward under the wrappers with logging off; ``taps`` by order position."""
-        recorder = Recorder(_ShadowSession())
-        if is_module:
-            model.update(params)
-            recorder.defer_params(discover(model).params)
-        recorder.scan_outside([model])
-        for name, array in input_pairs(args, kwargs):
-            recorder.input(name, array)
-
-        def tap(value_id: int, array: Any) -> Any:
-            position = recorder.position.get(value_id)
-            added = taps.get(position)
-            return array if added is None else array + added
-
-        recorder.tap = tap
-        with Patches() as patches:
-            recorder.install(patches)
+        def objective(params: Any, *inputs: Any) -> Any:
+            call_args = list(args)
+            for index, value in zip(argnums, inputs):
+                call_args[index] = value
             if is_module:
-                rebind_held_functions(
-                    patches,
-                    [record.obj for record in runtime.tree.modules if not record.container],
-                    recorder.wrapped,
-                )
-            output = model(*args, **kwargs)
-            recorder.declare_remaining()
-        return _loss(options, output), recorder
+                model.update(params)
+            output = model(*call_args, **kwargs)
+            return loss_of(output), output
 
-    zeros = {
-        position: mx.zeros(shapes[position], dtype=getattr(mx, dtypes[position])) for position in positions
-    }
-    params0 = original if is_module else {}
-    try:
+        grads: Any = ()
         try:
-            _, shadow = run(params0, {})
-        except Exception:
-            autograd.intermediate_unavailable = INTERMEDIATE_REPLAY_FAILED
-            return
-        if shadow.order != captured_order:
-            autograd.intermediate_unavailable = INTERMEDIATE_REPLAY_DIVERGED
-            return
+            rerun = self.output_leaves(
+                objective(original if is_module else {}, *(args[i] for i in argnums))[1]
+            )
+            if is_module or argnums:
+                positions = tuple(range(1 + len(argnums))) if is_module else tuple(range(1, 1 + len(argnums)))
+                grad_fn = mx.value_and_grad(lambda p, *i: objective(p, *i)[0], argnums=positions)
+                # MLX 0.26 replaces the leaves of the trees it differentiates in place: hand it copies.
+                _, grads = grad_fn(_copy_tree(original) if is_module else {}, *(args[i] for i in argnums))
+                if len(positions) == 1:
+                    grads = (grads,)  # one differentiated argument: MLX returns its gradient bare
+                if not is_module:
+                    grads = ({},) + tuple(grads)
+        finally:
+            if is_module:
+                model.update(original)
+        derived: Dict[str, Any] = {}
+        if is_module and grads:
+            # A shared parameter appears under each of its addresses; the model reads it through one
+            # of them, so its gradient is the sum, kept under the primary address.
+            primary = {id(array): address for address, _, array, _ in self.trace._runtime.tree.params}
+            arrays = dict(tree_flatten(original))
+            for address, value in tree_flatten(grads[0]):
+                name = kit.param_target(primary.get(id(arrays.get(address)), address))
+                derived[name] = derived[name] + value if name in derived else value
+        for index, value in zip(argnums, grads[1:]):
+            derived[kit.input_target(index)] = value
+        mx.eval(list(derived.values()))
+        return kit.GradPass(grads=derived, outputs=rerun)
 
-        def loss_of(taps: Dict[int, Any]) -> Any:
-            return run(params0, taps)[0]
+    def op_pass(self, loss_of: Callable[[Any], Any]) -> kit.GradPass:
+        """One ``mx.value_and_grad`` replay with the capture's wrappers on a shadow session;
+        each floating op output gets an identity tap ``out + tap`` (``tap = 0``): the gradient
+        with respect to the tap is the gradient at that op."""
+        model, args, kwargs, is_module = self.model, self.args, self.kwargs, self.is_module
+        runtime = self.trace._runtime
+        params0 = self.original if is_module else {}
 
-        _, grads = mx.value_and_grad(loss_of)(dict(zeros))
-        mx.eval(grads)
-        labels = {op._info.get("value"): op.label for op in trace.ops}
-        records = {}
-        for position in positions:
-            grad = grads[position]
-            single, single_grad = mx.value_and_grad(loss_of)({position: zeros[position]})
-            mx.eval(single_grad)
+        def run(taps: Dict[int, Any]) -> Tuple[Any, Any]:
+            """The forward under the wrappers with logging off; ``taps`` by order position."""
+            recorder = Recorder(kit.ShadowSession())
+            if is_module:
+                model.update(params0)
+                recorder.defer_params(discover(model).params)
+            recorder.scan_outside([model])
+            for name, array in input_pairs(args, kwargs):
+                recorder.input(name, array)
+
+            def tap(value_id: int, array: Any) -> Any:
+                added = taps.get(recorder.position.get(value_id))
+                return array if added is None else array + added
+
+            recorder.tap = tap
+            with Patches() as patches:
+                recorder.install(patches)
+                if is_module:
+                    rebind_held_functions(
+                        patches,
+                        [record.obj for record in runtime.tree.modules if not record.container],
+                        recorder.wrapped,
+                    )
+                output = model(*args, **kwargs)
+                recorder.declare_remaining()
+            return loss_of(output), recorder
+
+        def loss_of_taps(taps: Dict[int, Any]) -> Any:
+            return run(taps)[0]
+
+        self._zeros = {
+            op.key: mx.zeros(op.signature[2], dtype=getattr(mx, op.signature[3]))
+            for op in self.captured()
+            if op.floating
+        }
+        self._loss_of_taps = loss_of_taps
+        try:
+            _, shadow = run({})
+            if shadow.order != runtime.order:
+                # Do not differentiate a graph that is not the captured one.
+                return kit.GradPass(replayed=list(shadow.order), op_grads=[])
+            _, grads = mx.value_and_grad(loss_of_taps)(dict(self._zeros))
+            mx.eval(grads)
+        finally:
+            if is_module:
+                model.update(self.original)
+        return kit.GradPass(
+            replayed=list(shadow.order), op_grads=[grads.get(index) for index in range(len(shadow.order))]
+        )
+
+    def oracle(self, index: int, op: kit.CapturedOp, grad: Any) -> bool:
+        """A replacement gradient (the loss through a single tap at this op alone) equal to the
+        all-tap one, and a perturbation (a central difference of the loss along the gradient's
+        direction) equal to its norm."""
+        assert self._loss_of_taps is not None  # set by op_pass, which runs first
+        zero = self._zeros[op.key]
+        try:
+            _, single = mx.value_and_grad(self._loss_of_taps)({op.key: zero})
+            mx.eval(single)
             if not np.allclose(
-                np.array(single_grad[position], dtype=np.float64),
+                np.array(single[op.key], dtype=np.float64),
                 np.array(grad, dtype=np.float64),
                 rtol=CHECK_TOLERANCE,
                 atol=1e-6,
             ):
-                continue
-            if not _perturbation_agrees(loss_of, position, grad, zeros[position]):
-                continue
-            label = labels.get(captured_ids[position])
-            if label is not None:
-                records[label] = DerivedGrad(grad, "exact", ("replacement_gradient", "perturbation"))
-        autograd.intermediate_derived_grads = records
-    finally:
-        if is_module:
-            model.update(original)
+                return False
+            return _perturbation_agrees(self._loss_of_taps, op.key, grad, zero)
+        finally:
+            if self.is_module:
+                self.model.update(self.original)
+
+
+def derive(trace: Any, options: GradOptions) -> Autograd:
+    """Leaf gradients of ``options``' loss for the trace's call (parameters and chosen inputs),
+    and per-op gradients that pass both checks."""
+    return kit.derive(_Hooks(trace, options))
 
 
 def _copy_tree(tree: Any) -> Any:
     """The same leaves in new containers."""
-    from mlx.utils import tree_map
-
     return tree_map(lambda leaf: leaf, tree)
 
 

@@ -18,6 +18,7 @@ from torchlens.options import CaptureOptions
 from . import jaxpr_cache, refusals
 from .capture import Capture, as_array
 from .dtypes import is_key, neutral_name
+from .grads import GradOptions, derive, inexact
 from .roots import Root, check_root, framework_of, raw_root
 
 
@@ -53,20 +54,13 @@ class JaxAdapter(BackendProtocol):
         "option_unsupported",
         "capability_unsupported",
     )
+    grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options
-        if grad_options is not None:
-            from .grads import GradOptions
-
-            if not isinstance(grad_options, GradOptions):
-                raise _refuse_option(
-                    "grad_options for the jax backend must be tl.backends.jax.GradOptions",
-                    "pass tl.backends.jax.GradOptions(loss_fn=...)",
-                )
         model = request.model
         root = self._root(model, request.args, request.kwargs, options)
         check_root(model, root.leaves)
@@ -101,8 +95,6 @@ class JaxAdapter(BackendProtocol):
             )
             trace = session.finish(self, runtime=runtime)
         if grad_options is not None:
-            from .grads import derive
-
             trace.autograd = derive(trace, grad_options)
         return trace
 
@@ -146,6 +138,17 @@ class JaxAdapter(BackendProtocol):
         for (path, _), pair in zip(paths, outs):
             suffix = path_name(path)
             capture.output("output" + ("." + suffix if suffix else ""), pair)
+
+    def grad_input(self, request: CaptureRequest, position: int) -> Any:
+        # A raw fn(params, *inputs) given two or more arguments counts its inputs after the
+        # parameter pytree; a module root's inputs are all its arguments.
+        first = 1 if framework_of(request.model) is None and len(request.args) >= 2 else 0
+        index = position + first
+        return request.args[index] if 0 <= position and index < len(request.args) else None
+
+    def differentiable_input(self, value: Any) -> bool:
+        # An input may be a pytree: it can be differentiated when one of its leaves can.
+        return any(inexact(leaf) for leaf in jax.tree_util.tree_leaves(value))
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         return model(*args, **kwargs)

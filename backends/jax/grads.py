@@ -53,7 +53,8 @@ class GradOptions:
     max_intermediate_grads: int = 256
 
 
-def _inexact(value: Any) -> bool:
+def inexact(value: Any) -> bool:
+    """Whether ``value`` has an inexact (floating or complex) dtype."""
     return hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.inexact)
 
 
@@ -87,9 +88,7 @@ class _Hooks(kit.GradHooks):
         return [
             kit.CapturedOp(op.label, (), True, op._info["value"])
             for op in self.trace.ops
-            if op.kind == "compute"
-            and op._info["value"] in recorded
-            and _inexact(recorded[op._info["value"]])
+            if op.kind == "compute" and op._info["value"] in recorded and inexact(recorded[op._info["value"]])
         ]
 
     def captured_outputs(self) -> List[Tuple[Any, str]]:
@@ -106,7 +105,7 @@ class _Hooks(kit.GradHooks):
             leaves = [
                 leaf
                 for leaf in jax.tree_util.tree_leaves(options.params)
-                if _inexact(leaf) or hasattr(leaf, "dtype")
+                if inexact(leaf) or hasattr(leaf, "dtype")
             ]
             if len(leaves) != count:
                 raise refuse(
@@ -115,11 +114,11 @@ class _Hooks(kit.GradHooks):
                     "pass the same parameter pytree the function was traced with",
                 )
             dynamic[:count] = leaves
-        wrt = [index for index in range(count) if _inexact(dynamic[index])]
+        wrt = [index for index in range(count) if inexact(dynamic[index])]
         names = [kit.param_target(root.params[index][0]) for index in wrt]
         argnums = set(options.input_grad_argnums)
         for offset, ((name, _), position) in enumerate(zip(root.inputs, root.input_positions)):
-            if position in argnums and _inexact(dynamic[count + offset]):
+            if position in argnums and inexact(dynamic[count + offset]):
                 wrt.append(count + offset)
                 names.append(kit.input_target(position, name[len(root.input_names[position]) :]))
 

@@ -20,6 +20,7 @@ from torchlens.adapter_kit.structures import named_arrays, named_inputs, substit
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
 from .dtypes import mlx_dtype, neutral_name
+from .grads import GradOptions, derive
 from .modules import ModuleTree, discover, install_calls
 
 
@@ -153,25 +154,13 @@ class MlxAdapter(BackendProtocol):
 
     refusal_codes = refusals.CODES
     patches_process_wide = True
+    grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options
-        if grad_options is not None:
-            from .grads import GradOptions
-
-            if not isinstance(grad_options, GradOptions):
-                raise refusals.option(
-                    "grad_options for the mlx backend must be tl.backends.mlx.GradOptions",
-                    "pass tl.backends.mlx.GradOptions(loss_fn=..., input_grad_argnums=(0,))",
-                )
-            if request.interventions or request.stop_after is not None:
-                raise refusals.option(
-                    "grad_options cannot combine with intervene= or stop_after= on MLX",
-                    "take derived gradients in a separate tl.trace call",
-                )
         if options.extra.get("backward_ready"):
             raise refusals.refuse(
                 "backward_ready=True needs true backward capture",
@@ -179,12 +168,6 @@ class MlxAdapter(BackendProtocol):
                 "use tl.backends.mlx.GradOptions for derived gradients, or the torch backend",
             )
         for intervention in request.interventions:
-            if intervention.direction == "backward":
-                raise refusals.refuse(
-                    "gradient-site interventions (direction='backward') need a captured backward pass",
-                    "gradient_site_intervention_unsupported",
-                    "edit forward values (leave direction unset), or use the PyTorch backend",
-                )
             check_rule_selector(intervention.condition, "intervene=")
         if request.stop_after is not None:
             check_rule_selector(request.stop_after.selector, "stop_after=")
@@ -283,8 +266,6 @@ class MlxAdapter(BackendProtocol):
         edited.trace = weakref.ref(trace)
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
-            from .grads import derive
-
             trace.autograd = derive(trace, grad_options)
         return trace
 
@@ -340,6 +321,9 @@ class MlxAdapter(BackendProtocol):
         session.extra("provenance.module_identity_mode", mode)
         session.extra("provenance.param_source", "module" if tree.params else "none")
         recorder.defer_params(tree.params)
+
+    def differentiable_input(self, value: Any) -> bool:
+        return isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.inexact)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         output = model(*args, **kwargs)

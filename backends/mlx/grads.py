@@ -27,10 +27,10 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map
 
 from torchlens.adapter_kit import derived_grads as kit
+from torchlens.adapter_kit.structures import named_arrays, named_inputs
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
-from .adapter import input_pairs, output_pairs
 from .capture import Recorder, rebind_held_functions
 from .modules import discover
 from .refusals import refuse
@@ -66,7 +66,7 @@ class _Hooks(kit.GradHooks):
         return refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
-        return [leaf for _, leaf in output_pairs(output)]
+        return [leaf for _, leaf in named_arrays(output, mx.array, "output")]
 
     def loss_part(self, leaf: Any) -> Any:
         return leaf.astype(mx.float32).sum()
@@ -108,13 +108,6 @@ class _Hooks(kit.GradHooks):
             self.original,
         )
         argnums = tuple(self.options.input_grad_argnums)
-        for index in argnums:
-            if index >= len(args) or not isinstance(args[index], mx.array):
-                raise refuse(
-                    f"input_grad_argnums names argument {index}, which is not an mx.array",
-                    "option_unsupported",
-                    "name positional arguments that are mx.array inputs",
-                )
 
         def objective(params: Any, *inputs: Any) -> Any:
             call_args = list(args)
@@ -171,7 +164,7 @@ class _Hooks(kit.GradHooks):
                 model.update(params0)
                 recorder.defer_params(discover(model).params)
             recorder.scan_outside([model])
-            for name, array in input_pairs(args, kwargs):
+            for name, array in named_inputs(args, kwargs, mx.array):
                 recorder.input(name, array)
 
             def tap(value_id: int, array: Any) -> Any:

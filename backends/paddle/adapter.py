@@ -22,6 +22,7 @@ from torchlens.errors import PayloadModifiedError  # noqa: E402
 
 from .capture import Recorder, tensors_of  # noqa: E402
 from .dtypes import neutral_name, paddle_dtype  # noqa: E402
+from .grads import GradOptions, derive, floating  # noqa: E402
 
 
 @dataclass
@@ -69,28 +70,13 @@ class PaddleAdapter(BackendProtocol):
 
     refusal_codes = refusals.CODES
     patches_process_wide = True
+    grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options
-        if grad_options is not None:
-            from .grads import GradOptions
-
-            if not isinstance(grad_options, GradOptions):
-                raise refusals.option(
-                    "grad_options for the Paddle backend must be tl.backends.paddle.GradOptions",
-                    "pass tl.backends.paddle.GradOptions(loss_fn=..., input_grad_argnums=(0,))",
-                )
-            from .grads import check_options
-
-            check_options(grad_options, request.args)
-            if request.interventions or request.stop_after is not None:
-                raise refusals.option(
-                    "grad_options cannot be combined with intervene= or stop_after=",
-                    "trace once with the edits, and take derived gradients on a separate trace",
-                )
         model = request.model
         refusals.root(model)
         is_layer = isinstance(model, paddle.nn.Layer)
@@ -169,10 +155,11 @@ class PaddleAdapter(BackendProtocol):
             trace = session.finish(self, runtime=runtime, payload_guard=_VersionGuard(versions))
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
-            from .grads import derive
-
             trace.autograd = derive(trace, grad_options)
         return trace
+
+    def differentiable_input(self, value: Any) -> bool:
+        return floating(value)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         with paddle.no_grad():

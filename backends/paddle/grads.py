@@ -36,7 +36,8 @@ class GradOptions(kit.GradOptions):
     whether to derive per-op gradients (at most ``max_intermediate_grads`` ops)."""
 
 
-def _floating(tensor: Any) -> bool:
+def floating(tensor: Any) -> bool:
+    """Whether ``tensor`` is a floating paddle.Tensor (what derived gradients differentiate)."""
     return isinstance(tensor, paddle.Tensor) and tensor.dtype in (
         paddle.float16,
         paddle.bfloat16,
@@ -45,22 +46,10 @@ def _floating(tensor: Any) -> bool:
     )
 
 
-def check_options(options: GradOptions, args: tuple) -> None:
-    """Refuses input positions that are not floating Tensor arguments, before anything runs."""
-    for position in options.input_grad_argnums:
-        if position >= len(args) or not _floating(args[position]):
-            raise refusals.value_invalid(
-                f"input_grad_argnums names position {position}, which is not a floating "
-                "paddle.Tensor argument",
-                "name the positions of floating Tensor inputs, for example input_grad_argnums=(0,)",
-            )
-
-
 def _chosen_inputs(args: tuple, options: GradOptions) -> Tuple[list, List[Tuple[str, Any]]]:
     """The call's arguments with each chosen input replaced by a differentiable detached copy."""
     call_args = list(args)
     chosen: List[Tuple[str, Any]] = []
-    check_options(options, args)
     for position in options.input_grad_argnums:
         copy = args[position].detach()
         copy.stop_gradient = False
@@ -99,7 +88,7 @@ class _Hooks(kit.GradHooks):
         return tensors_of(output)
 
     def loss_part(self, leaf: Any) -> Any:
-        return leaf.astype("float32").sum() if _floating(leaf) else None
+        return leaf.astype("float32").sum() if floating(leaf) else None
 
     def is_scalar(self, loss: Any) -> bool:
         return isinstance(loss, paddle.Tensor) and loss.size == 1
@@ -111,7 +100,7 @@ class _Hooks(kit.GradHooks):
         params = [
             (kit.param_target(address), runtime.params[value_id])
             for address, value_id in _param_ids(runtime).items()
-            if _floating(runtime.params[value_id]) and not runtime.params[value_id].stop_gradient
+            if floating(runtime.params[value_id]) and not runtime.params[value_id].stop_gradient
         ]
         call_args, chosen = _chosen_inputs(runtime.args, self.options)
         targets = params + chosen
@@ -131,9 +120,7 @@ class _Hooks(kit.GradHooks):
             recorder.install(patches)
             output = runtime.model(*call_args, **runtime.kwargs)
         loss = loss_of(output)
-        wanted = [
-            index for index, op in enumerate(shadow.ops) if _floating(op[4]) and not op[4].stop_gradient
-        ]
+        wanted = [index for index, op in enumerate(shadow.ops) if floating(op[4]) and not op[4].stop_gradient]
         op_grads: List[Any] = [None] * len(shadow.ops)
         for index, grad in zip(wanted, _grad(loss, [shadow.ops[index][4] for index in wanted])):
             op_grads[index] = grad

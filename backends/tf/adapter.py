@@ -18,6 +18,7 @@ from torchlens.adapter_kit.structures import named_arrays, named_inputs
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
 from .dtypes import DENSE, neutral_name, tf_dtype
+from .grads import GradOptions, derive
 
 
 @dataclass
@@ -46,6 +47,7 @@ class TFAdapter(BackendProtocol):
 
     refusal_codes = refusals.CODES
     patches_process_wide = True
+    grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------
 
@@ -54,9 +56,6 @@ class TFAdapter(BackendProtocol):
         model = request.model
         grad_options = options.grad_options
         if grad_options is not None:
-            from .grads import check
-
-            check(grad_options)
             if refusals.is_graph_only(model):
                 raise refusals.graph_only_grad()
         refusals.keras_backend(model)
@@ -153,8 +152,6 @@ class TFAdapter(BackendProtocol):
             trace = session.finish(self, runtime=runtime)
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
-            from .grads import derive
-
             trace.autograd = derive(trace, grad_options)
         return trace
 

@@ -10,8 +10,8 @@ mode), so values are replaced where Python still holds them:
 A rule that matches an op whose call never passed through the wrap layer (a ``gen_*_ops`` or C++
 path, an op inside a composite entry point) raises ``tf_intervene_unreachable`` rather than
 silently not intervening. ``stop_after=`` is not served (nothing here can end the forward where a
-value appears); value-dependent conditions, gradient sites, look-back selectors and combining
-``intervene=`` with ``grad_options=`` refuse before the model runs."""
+value appears); value-dependent conditions and look-back selectors refuse before the model runs
+(gradient sites and ``intervene=`` with ``grad_options=`` refuse in the kit's preflight)."""
 
 from __future__ import annotations
 
@@ -84,19 +84,8 @@ class LiveEdits:
                 "stop_after_unsupported",
                 "trace the whole forward and select what you need with save=",
             )
-        if request.options.grad_options is not None:
-            raise refusals.option(
-                "grad_options cannot be combined with intervene=",
-                "trace once with the edits, and take derived gradients on a separate trace",
-            )
         self.conditions: List[Any] = []
         for rule in request.interventions:
-            if rule.direction == "backward":
-                raise refusals.refuse(
-                    "gradient-site interventions (direction='backward') need a captured backward pass",
-                    "gradient_site_intervention_unsupported",
-                    "edit forward values (leave direction unset), or use the PyTorch backend",
-                )
             if not isinstance(rule.action, _NATIVE_ACTIONS):
                 raise refusals.refuse(
                     f"the {rule.action.describe()} helper has no TensorFlow implementation",

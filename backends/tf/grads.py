@@ -104,15 +104,6 @@ class _Hooks(kit.GradHooks):
         return result
 
 
-def check(options: Any) -> None:
-    """Refuses foreign grad options before anything runs."""
-    if not isinstance(options, GradOptions):
-        raise refusals.option(
-            "grad_options for the TensorFlow backend must be tl.backends.tf.GradOptions",
-            "pass tl.backends.tf.GradOptions(loss_fn=...)",
-        )
-
-
 def derive(trace: Any, options: GradOptions) -> Autograd:
     """The derived gradients of a live trace (``CaptureOptions(grad_options=...)``)."""
     return kit.derive(_Hooks(trace, options))

@@ -17,6 +17,7 @@ from torchlens.adapter_kit.structures import named_arrays, named_inputs
 from . import refusals
 from .capture import Recorder, training_mode
 from .dtypes import neutral_name, tinygrad_dtype
+from .grads import GradOptions, derive, floating
 from .modules import CallReporter, ModuleTree, discover, has_module_state
 
 
@@ -47,20 +48,13 @@ class TinygradAdapter(BackendProtocol):
 
     refusal_codes = refusals.CODES
     patches_process_wide = True
+    grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
         options = request.options
         grad_options = options.grad_options
-        if grad_options is not None:
-            from .grads import GradOptions
-
-            if not isinstance(grad_options, GradOptions):
-                raise refusals.option(
-                    "grad_options for the tinygrad backend must be tl.backends.tinygrad.GradOptions",
-                    "pass tl.backends.tinygrad.GradOptions(input_grad_argnums=(0,))",
-                )
         model = request.model
         refusals.check_root(model)
         mode = options.module_identity_mode
@@ -110,8 +104,6 @@ class TinygradAdapter(BackendProtocol):
             trace = session.finish(self, runtime=runtime)
         trace.options = dataclasses.replace(options, module_identity_mode=mode)
         if grad_options is not None:
-            from .grads import derive
-
             trace.autograd = derive(trace, grad_options)
         return trace
 
@@ -133,6 +125,9 @@ class TinygradAdapter(BackendProtocol):
             if value_id is not None:
                 ids.append(value_id)
         return ids
+
+    def differentiable_input(self, value: Any) -> bool:
+        return floating(value)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         return model(*args, **kwargs)

@@ -22,10 +22,10 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 from tinygrad import Tensor, dtypes
 
 from torchlens.adapter_kit import derived_grads as kit
+from torchlens.adapter_kit.structures import named_arrays, named_inputs
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
-from .adapter import input_pairs, output_pairs
 from .capture import Recorder
 from .refusals import refuse
 
@@ -38,10 +38,11 @@ class GradOptions(kit.GradOptions):
 
 
 def _leaves(output: Any) -> List[Any]:
-    return [tensor for _, tensor in output_pairs(output)]
+    return [tensor for _, tensor in named_arrays(output, Tensor, "output")]
 
 
-def _floating(tensor: Any) -> bool:
+def floating(tensor: Any) -> bool:
+    """Whether ``tensor`` is a floating tinygrad Tensor (what derived gradients differentiate)."""
     return isinstance(tensor, Tensor) and dtypes.is_float(tensor.dtype)
 
 
@@ -89,16 +90,10 @@ class _Hooks(kit.GradHooks):
         targets: List[Tuple[str, Any]] = [
             (kit.param_target(address), tensor)
             for address, _, tensor in runtime.tree.params
-            if _floating(tensor)
+            if floating(tensor)
         ]
         for position in self.options.input_grad_argnums:
-            if position >= len(args) or not isinstance(args[position], Tensor):
-                raise refuse(
-                    f"input_grad_argnums names position {position}, which is not a tinygrad Tensor argument",
-                    "option_value_invalid",
-                    "name the positions of floating Tensor inputs, for example input_grad_argnums=(0,)",
-                )
-            if _floating(args[position]):
+            if floating(args[position]):
                 targets.append((kit.input_target(position), args[position]))
         with _Bracket([tensor for _, tensor in targets]):
             loss = loss_of(runtime.model(*args, **runtime.kwargs))
@@ -117,8 +112,8 @@ class _Hooks(kit.GradHooks):
         params = [tensor for _, _, tensor in runtime.tree.params]
         for address, owner, tensor in runtime.tree.params:
             recorder.param(address, owner, tensor)
-        inputs = [tensor for _, tensor in input_pairs(runtime.args, runtime.kwargs)]
-        for name, tensor in input_pairs(runtime.args, runtime.kwargs):
+        inputs = [tensor for _, tensor in named_inputs(runtime.args, runtime.kwargs, Tensor)]
+        for name, tensor in named_inputs(runtime.args, runtime.kwargs, Tensor):
             recorder.input(name, tensor)
         with _Bracket(params + inputs):
             with Patches() as patches:

@@ -20,6 +20,7 @@ from .backward import BackwardArming
 from .capture import Capture, flatten
 from .dtypes import BY_NAME, NAMES, name_of
 from .freed_memory import keep_freed_memory
+from .input_shape import infer_input_shape
 
 
 class _VersionGuard:
@@ -45,6 +46,7 @@ class _VersionGuard:
 class TorchAdapter(BackendProtocol):
     """Fills the backend protocol for PyTorch."""
 
+    grad_options_type = grads.GradOptions
     refusal_codes = ()
 
     # ---- capture -------------------------------------------------------------------------------
@@ -52,8 +54,6 @@ class TorchAdapter(BackendProtocol):
     def capture(self, request: CaptureRequest) -> Any:
         model, args, kwargs = request.model, request.args, request.kwargs
         keep_freed_memory()  # once per process: the next trace reuses this one's pages
-        if request.options.grad_options is not None:
-            grads.check_options(request)
         # Gradient-site rules (tl.when(tl.grad(...), action)) act in the backward pass; the live
         # edits of the forward see only the others.
         grad_rules = [rule for rule in request.interventions if rule.direction == "backward"]
@@ -115,6 +115,12 @@ class TorchAdapter(BackendProtocol):
         if request.options.grad_options is not None:
             trace.autograd = grads.derive(trace, request, self)
         return trace
+
+    def differentiable_input(self, value: Any) -> bool:
+        return grads.differentiable(value)
+
+    def infer_input_shape(self, model: Any) -> Any:
+        return infer_input_shape(model)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         with torch.no_grad():

@@ -39,31 +39,8 @@ def _refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
     return BackendUnsupportedError(message, code, remedy, framework="torch")
 
 
-def check_options(request: Any) -> None:
-    """Refuses grad options the torch backend cannot honour, before anything runs."""
-    options = request.options.grad_options
-    if not isinstance(options, GradOptions):
-        raise _refuse(
-            "grad_options for the torch backend must be tl.backends.torch.GradOptions",
-            "option_unsupported",
-            "pass tl.backends.torch.GradOptions(loss_fn=..., input_grad_argnums=(0,))",
-        )
-    if request.interventions or request.stop_after is not None:
-        raise _refuse(
-            "grad_options cannot combine with intervene= or stop_after=",
-            "option_unsupported",
-            "take derived gradients in a separate tl.trace call",
-        )
-    for index in options.input_grad_argnums:
-        if not (0 <= index < len(request.args)) or not _differentiable(request.args[index]):
-            raise _refuse(
-                f"input_grad_argnums names argument {index}, which is not a floating torch.Tensor",
-                "option_unsupported",
-                "name positional arguments that are floating torch.Tensor inputs",
-            )
-
-
-def _differentiable(value: Any) -> bool:
+def differentiable(value: Any) -> bool:
+    """Whether ``value`` is a floating (or complex) torch.Tensor."""
     return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
 
 
@@ -121,7 +98,7 @@ class _Hooks(kit.GradHooks):
         targets = [
             (kit.param_target(address), named[address])
             for address in self.trace.params
-            if address in named and named[address].requires_grad and _differentiable(named[address])
+            if address in named and named[address].requires_grad and differentiable(named[address])
         ] + inputs
         buffers = (
             [(buffer, buffer.detach().clone()) for buffer in model.buffers()]

@@ -5,6 +5,7 @@ backend runs on its declared example model; a planned one must refuse before any
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import threading
@@ -13,10 +14,12 @@ import numpy
 import pytest
 
 import torchlens as tl
+from torchlens.adapter_kit.derived_grads import GradOptions as KitGradOptions
 from torchlens.adapter_kit.framework_version import installed_version
 from torchlens.adapter_kit.session import open_session_count
 from torchlens.backends.spec import resolve_reference
 from torchlens.errors import BackendUnsupportedError
+from torchlens.options import CaptureOptions
 
 
 def _registered(built: bool = True):
@@ -240,6 +243,41 @@ def test_a_list_argument_edited_after_the_call_still_validates(name):
         _host(adapter, trace.outputs[0].out), numpy.arange(6, dtype=numpy.float32).reshape(1, 6)
     )
     assert trace.validate_forward_pass() is True
+
+
+def _deriving_gradients():
+    """The registered built backends that derive gradients (``derived_grads``)."""
+    return [
+        case
+        for case in _registered()
+        if tl.backends.get_spec(case.values[0]).capabilities.get("derived_grads", False)
+    ]
+
+
+@pytest.mark.parametrize("name", _deriving_gradients())
+def test_the_kit_refuses_grad_options_a_backend_cannot_honour_before_the_model_runs(name):
+    # The kit's preflight (adapter_kit/preflight.py), not each backend: a foreign GradOptions, an
+    # input position that names no floating input, and derived gradients with live edits.
+    spec, adapter, model, args = _built(name)
+    calls = []
+
+    def counting(*inputs):
+        calls.append(1)
+        return model(*inputs)
+
+    own = adapter.grad_options_type
+    refusals = [(KitGradOptions(), {}, "option_unsupported")]
+    if "input_grad_argnums" in {field.name for field in dataclasses.fields(own)}:
+        refusals.append((own(input_grad_argnums=(len(args) + 3,)), {}, "option_value_invalid"))
+    if spec.capabilities.get("stop_after"):
+        refusals.append((own(), {"stop_after": tl.func("nothing")}, "option_unsupported"))
+    for grad_options, extra, code in refusals:
+        with pytest.raises(BackendUnsupportedError) as caught:
+            tl.trace(counting, args, backend=name, capture=CaptureOptions(grad_options=grad_options), **extra)
+        assert caught.value.code == code, (grad_options, extra)
+        assert caught.value.framework == name
+    assert calls == []
+    assert open_session_count() == 0
 
 
 @pytest.mark.parametrize("name", _registered(built=False))

@@ -4,6 +4,8 @@ session records edit records that survive a ``.tlspec``."""
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import numpy
 import pytest
 from numpy_adapter import Module
@@ -35,6 +37,14 @@ def test_the_adapter_is_discovered_through_the_entry_point_group():
     assert "numpy" in tl.backends.names()
     assert "numpy" not in [spec.name for spec in built_in_specs()]
     assert tl.backends.resolve(ReadsModuleLevelArray(), numpy.ones((1, 4)), None).name == "numpy"
+    # It is a plugin installed with pip (host-python/tests/numpy_adapter_plugin), declared by its
+    # own distribution, as the built-in backends are declared by torchlens's.
+    plugin = importlib.metadata.distribution("torchlens-numpy-adapter")
+    assert [(entry.name, entry.value) for entry in plugin.entry_points] == [
+        ("numpy", "numpy_adapter.declaration:SPEC")
+    ]
+    built_in = importlib.metadata.distribution("torchlens").entry_points.select(group="torchlens.backends")
+    assert sorted(entry.name for entry in built_in) == sorted(spec.name for spec in built_in_specs())
 
 
 def test_a_constant_the_core_inserts_does_not_shift_which_values_a_narrow_save_keeps():

@@ -391,7 +391,8 @@ def test_grad_options_refusals():
             x,
             capture=CaptureOptions(grad_options=tl.backends.torch.GradOptions(input_grad_argnums=(2,))),
         )
-    assert caught.value.code == "option_unsupported"
+    # The kit's preflight: a position that names no floating input is an invalid value.
+    assert caught.value.code == "option_value_invalid"
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(
             model,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
+from .backends import get_backend, resolve
 from .trace import Trace
 
 
@@ -102,21 +103,10 @@ def dead_units(trace: Trace, dim: int = 1, threshold: float = 0.0) -> List[DeadU
 def infer_input_shape(model: Any, backend: Optional[str] = None) -> Any:
     """Proposes an input shape for a model from its first layer (a convolution's channels, a
     linear or recurrent layer's features, an attention layer's width, an embedding's token ids),
-    confirmed by one forward on zeros. PyTorch only (the spec reserves it): another framework's
-    model refuses with ``capability_unsupported``; a torch model whose first layer does not tell
-    refuses with ``input_shape_unknown``. Returns an
-    :class:`~torchlens.backends.torch.input_shape.InputShapeGuess` (``.shape``, ``.reason``)."""
-    from .backends import resolve
-    from .errors import BackendUnsupportedError
-
+    confirmed by one forward on zeros, through the backend's ``infer_input_shape`` hook. PyTorch
+    implements it (the spec reserves it); another framework's model refuses with
+    ``capability_unsupported``; a torch model whose first layer does not tell refuses with
+    ``input_shape_unknown``. Returns the backend's guess (``.shape``, ``.reason``; torch's is an
+    ``InputShapeGuess``)."""
     spec = resolve(model, (), backend)
-    if spec.name != "torch":
-        raise BackendUnsupportedError(
-            f"guessing an input shape reads torch layers; the {spec.name} backend has no equivalent",
-            "capability_unsupported",
-            "pass an example input yourself (tl.trace(model, x))",
-            framework=spec.name,
-        )
-    from .backends.torch.input_shape import infer_input_shape as infer
-
-    return infer(model)
+    return get_backend(spec.name).infer_input_shape(model)

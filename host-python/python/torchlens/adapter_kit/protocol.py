@@ -6,12 +6,26 @@ where one NumPy-level implementation serves every framework."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
+from ..errors import BackendUnsupportedError
 from . import array_codec, framework_version
+from .preflight import check_request
 from .request import SaveRequest
 from .wrappers import takes_turns
+
+
+def _preflighted(capture: Callable[..., Any]) -> Callable[..., Any]:
+    """``capture`` behind the kit's request checks (:mod:`.preflight`)."""
+
+    @functools.wraps(capture)
+    def checked(self: Any, request: Any) -> Any:
+        check_request(self, request)
+        return capture(self, request)
+
+    return checked
 
 
 class BackendProtocol(ABC):
@@ -31,11 +45,37 @@ class BackendProtocol(ABC):
     def __init__(self, spec: Any) -> None:
         self.spec = spec
 
+    #: The backend's public ``tl.backends.<name>.GradOptions`` class; None when it derives no
+    #: gradients. A request's ``grad_options`` of another type refuses in the kit's preflight.
+    grad_options_type: Optional[type] = None
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own_capture = cls.__dict__.get("capture")
-        if cls.patches_process_wide and own_capture is not None:
-            cls.capture = takes_turns(own_capture)  # type: ignore[method-assign]
+        if own_capture is None:
+            return
+        # Every capture passes the kit's preflight first (typed refusals before side effects);
+        # one whose wrappers are process-wide takes its turn after that.
+        checked = _preflighted(own_capture)
+        cls.capture = takes_turns(checked) if cls.patches_process_wide else checked  # type: ignore[method-assign]
+
+    def grad_input(self, request: Any, position: int) -> Any:
+        """The input ``GradOptions.input_grad_argnums`` position ``position`` names (None when
+        there is none). Positions count the call's positional arguments; a backend whose first
+        argument is not an input (JAX's parameter pytree) shifts them."""
+        return request.args[position] if 0 <= position < len(request.args) else None
+
+    def differentiable_input(self, value: Any) -> bool:
+        """Whether derived gradients can be taken with respect to ``value`` (a floating array of
+        the framework). The default: a floating host dtype."""
+        try:
+            return self.to_numpy(value).dtype.kind in "fc"
+        except Exception:
+            return False
+
+    def refuse(self, message: str, code: str, remedy: str) -> BackendUnsupportedError:
+        """A typed refusal of this backend (``code`` from ``tl.backends.REFUSAL_CODES``)."""
+        return BackendUnsupportedError(message, code, remedy, framework=self.name)
 
     # ---- identity ------------------------------------------------------------------------------
 
@@ -141,6 +181,18 @@ class BackendProtocol(ABC):
     def validate(self, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
         """True/False when the validation status is final, otherwise the status itself."""
         return self.validation_status(trace, outputs).outcome()
+
+    # ---- debug helpers ----------------------------------------------------------------------------
+
+    def infer_input_shape(self, model: Any) -> Any:
+        """A guess of the input ``model`` takes (``tl.debug.infer_input_shape``). The default
+        refuses: only a backend that can read its framework's first layer overrides it."""
+        raise BackendUnsupportedError(
+            f"guessing an input shape reads the model's first layer; the {self.name} backend cannot",
+            "capability_unsupported",
+            "pass an example input yourself (tl.trace(model, x))",
+            framework=self.name,
+        )
 
     # ---- edits ----------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from jax.extend import core as jcore
 from torchlens.adapter_kit import CaptureSession
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
 
+from .compat import DropVar, bind_params
 from .dispatch import Bind, Step, direct_dispatch_allowed
 from .dtypes import describe, describe_aval, keyed
 from .program import CONSTANT, OP, Program, compile_program
@@ -26,7 +27,7 @@ Pair = Tuple[Any, Optional[int]]  # (value, value id or None for a literal)
 
 _Literal = jcore.Literal
 _Array = jax.Array
-_DropVar = jcore.DropVar
+_DropVar = DropVar
 
 
 # Slicing and stacking move data without arithmetic, so a jitted version returns the very bits
@@ -416,8 +417,8 @@ class Capture:
         per output. The boundary is opaque to replay; each projection is replayed by re-running
         the whole region from the boundary's parents and taking its output (the region's seams)."""
         name = eqn.primitive.name
-        params = eqn.primitive.get_bind_params(eqn.params)
-        call = Bind(eqn.primitive, params)
+        subfuns, params = bind_params(eqn.primitive, eqn.params)
+        call = Bind(eqn.primitive, params, subfuns)
         values = call(*[value for value, _ in ins])
         parents = [(value_id, position) for position, (_, value_id) in enumerate(ins) if value_id is not None]
         template = tuple(self._placeholder(value, value_id) for value, value_id in ins)

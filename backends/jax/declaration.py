@@ -37,7 +37,7 @@ SPEC = BackendSpec(
     name="jax",
     aliases=(),
     maturity="preview",
-    requirement=FrameworkRequirement("jax", "0.4.30", "0.11", "0.10.2", "jax"),
+    requirement=FrameworkRequirement("jax", "0.7.1", "0.11", "0.10.2", "jax"),
     array_modules=("jax", "jaxlib"),
     # Every capability not listed is False: a request for it refuses with its code.
     capabilities=package_capabilities(save_selected=True, derived_grads=True),

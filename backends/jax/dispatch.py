@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - depends on the installed JAX
     _dispatch = None
 
 
+from .compat import bind_params
 from .dtypes import describe_aval, keyed
 
 
@@ -30,13 +31,14 @@ class Bind:
     """Re-runs one primitive with its equation's parameters; always returns a list. This is
     what replay and derived gradients call (``bind`` also works on tracers)."""
 
-    __slots__ = ("primitive", "params")
+    __slots__ = ("primitive", "params", "subfuns")
 
-    def __init__(self, primitive: Any, params: dict) -> None:
-        self.primitive, self.params = primitive, params
+    def __init__(self, primitive: Any, params: dict, subfuns: tuple = ()) -> None:
+        # subfuns: the leading callables older JAX's bind takes (see compat.bind_params).
+        self.primitive, self.params, self.subfuns = primitive, params, subfuns
 
     def __call__(self, *args: Any) -> list:
-        out = self.primitive.bind(*args, **self.params)
+        out = self.primitive.bind(*self.subfuns, *args, **self.params)
         return list(out) if self.primitive.multiple_results else [out]
 
 
@@ -48,9 +50,9 @@ class Step:
 
     def __init__(self, eqn: Any, attributes: list) -> None:
         primitive = eqn.primitive
-        params = primitive.get_bind_params(eqn.params)
+        subfuns, params = bind_params(primitive, eqn.params)
         self.name: str = primitive.name
-        self.replay = Bind(primitive, params)
+        self.replay = Bind(primitive, params, subfuns)
         self.multiple: bool = primitive.multiple_results
         self.attributes = attributes
         #: Each output's (shape, neutral dtype) from the jaxpr's types, or None when an output is

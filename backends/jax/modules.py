@@ -46,7 +46,9 @@ def _nnx_walk(model: Any) -> List[Tuple[str, Any, bool]]:
     nnx = sys.modules["flax.nnx"]
     containers = tuple(kind for kind in (getattr(nnx, "List", None), getattr(nnx, "Dict", None)) if kind)
     found = []
-    for path, module in nnx.iter_modules(model):
+    # flax 0.12.0 (the newest flax for JAX 0.7) has no nnx.iter_modules, only the method.
+    iter_modules = getattr(nnx, "iter_modules", None) or type(model).iter_modules
+    for path, module in iter_modules(model):
         address = ".".join(str(part) for part in path) or "self"
         found.append((address, module, isinstance(module, containers)))
     # iter_modules yields children first; declare parents before their children.
@@ -68,7 +70,9 @@ def _nnx_paths(model: Any) -> Dict[int, List[str]]:
             known.append(address)
             return
         paths[id(node)] = [address]
-        for key, child in nnx.iter_children(node):
+        # flax 0.12.0 has no nnx.iter_children, only the Module method.
+        children = nnx.iter_children(node) if hasattr(nnx, "iter_children") else node.iter_children()
+        for key, child in children:
             if isinstance(child, nnx.Module):
                 visit(child, f"{address}.{key}" if address else str(key), depth + 1)
 

@@ -12,11 +12,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jax.extend import core as jcore
 
+from .compat import DropVar
 from .dispatch import Step
 from .refusals import CALL_PRIMITIVES
 
 _Literal = jcore.Literal
-_DropVar = jcore.DropVar
+_DropVar = DropVar
 
 #: Instruction kinds.
 OP, CONSTANT, EQUATION = 0, 1, 2

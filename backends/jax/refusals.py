@@ -9,9 +9,9 @@ import os
 import sys
 from typing import Any
 
-from jax.extend import core as jcore
-
 from torchlens.errors import BackendUnsupportedError
+
+from .compat import jaxprs_in_params
 
 #: Call-like primitives whose body is inlined (their forward value is the body's).
 CALL_PRIMITIVES = frozenset(
@@ -118,7 +118,7 @@ def check(jaxpr: Any, mode: str, attributed: bool) -> None:
             continue
         elif name in COMBINER_PRIMITIVES:
             continue
-        elif name not in CALL_PRIMITIVES and any(True for _ in jcore.jaxprs_in_params(eqn.params)):
+        elif name not in CALL_PRIMITIVES and any(True for _ in jaxprs_in_params(eqn.params)):
             raise refuse(
                 f"the nested-jaxpr primitive {name} cannot be captured per equation",
                 "nested_primitive_unsupported",
@@ -126,7 +126,7 @@ def check(jaxpr: Any, mode: str, attributed: bool) -> None:
             )
         if name in REGION_PRIMITIVES:
             continue
-        for inner in jcore.jaxprs_in_params(eqn.params):
+        for inner in jaxprs_in_params(eqn.params):
             check(inner, mode, attributed)
 
 

@@ -279,7 +279,7 @@ def test_the_jax_protocol_has_every_part():
     spec = get_spec("jax")
     assert spec.maturity == "preview"
     assert (spec.requirement.minimum, spec.requirement.ceiling, spec.requirement.pinned) == (
-        "0.4.30",
+        "0.7.1",
         "0.11",
         "0.10.2",
     )

@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: wheel test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -29,6 +29,11 @@ python-package: setup setup-python
 ## py3-none-any wheel carrying the component (.wasm) and depending on the wasmtime package.
 wheel: setup setup-python
 	./scripts/build-wheels.sh
+
+## wheel-check: each wheel in dist/ installed into a fresh venv from dist/ alone traces a torch
+## model and a JAX function (the backends/ plugins travel inside the wheel).
+wheel-check: wheel
+	./scripts/wheel-check.sh
 
 ## demo: trace a small built-in torch model, print its summary, save and reload a .tlspec,
 ## write SVG drawings (out/demo/).

@@ -12,7 +12,6 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
-from torchlens.errors import BackendUnsupportedError
 from torchlens.options import CaptureOptions
 
 from . import jaxpr_cache, refusals
@@ -30,10 +29,6 @@ class JaxRuntime(ReplayRuntime):
     root: Any = None
     capture: Any = None
     output_tree: Any = None
-
-
-def _refuse_option(message: str, remedy: str) -> BackendUnsupportedError:
-    return refusals.refuse(message, "option_unsupported", remedy)
 
 
 class JaxAdapter(BackendProtocol):
@@ -103,7 +98,7 @@ class JaxAdapter(BackendProtocol):
         framework = framework_of(model)
         if framework is None:
             if mode not in (None, "function_root"):
-                raise _refuse_option(
+                raise refusals.option(
                     f"module_identity_mode={mode!r} needs an Equinox or Flax NNX module root",
                     "leave module_identity_mode unset for raw callables (function_root)",
                 )

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from torchlens.errors import BackendUnsupportedError
+from torchlens.adapter_kit.refusals import Refusals
 
 from .compat import jaxprs_in_params
 
@@ -43,8 +43,9 @@ CONTROL_PRIMITIVES = frozenset({"scan", "cond", "while"})
 CALLBACK_PRIMITIVES = frozenset({"pure_callback", "io_callback", "debug_callback", "debug_print", "callback"})
 
 
-def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
-    return BackendUnsupportedError(message, code, remedy, framework="jax")
+#: This backend's typed refusals, built by the kit the same way for every backend.
+REFUSALS = Refusals("jax")
+refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
 
 def _library_folders() -> tuple:

@@ -155,6 +155,7 @@ class MlxAdapter(BackendProtocol):
     refusal_codes = refusals.CODES
     patches_process_wide = True
     grad_options_type = GradOptions
+    module_root_description = "an mlx.nn.Module root"
 
     # ---- capture -------------------------------------------------------------------------------
 
@@ -173,15 +174,8 @@ class MlxAdapter(BackendProtocol):
             check_rule_selector(request.stop_after.selector, "stop_after=")
         model = request.model
         refusals.check_root(model)
-        mode = options.module_identity_mode
-        is_module = isinstance(model, nn.Module)
-        if mode == "object_module" and not is_module:
-            raise refusals.option(
-                "module_identity_mode='object_module' needs an mlx.nn.Module root",
-                "leave module_identity_mode unset for plain functions (function_root)",
-            )
-        if mode is None:
-            mode = "object_module" if is_module else "function_root"
+        mode = self.module_identity_mode(request)
+        is_module = self.is_module_root(model)
         tree = discover(model) if mode == "object_module" else ModuleTree()
         if mode == "function_root" and is_module:
             # The root-only surface: no submodules, every parameter belongs to the root.
@@ -321,6 +315,9 @@ class MlxAdapter(BackendProtocol):
         session.extra("provenance.module_identity_mode", mode)
         session.extra("provenance.param_source", "module" if tree.params else "none")
         recorder.defer_params(tree.params)
+
+    def is_module_root(self, model: Any) -> bool:
+        return isinstance(model, nn.Module)
 
     def differentiable_input(self, value: Any) -> bool:
         return isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.inexact)

@@ -10,34 +10,14 @@ are parameters of the module that holds them (``trainable`` unless frozen)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
 
+from torchlens.adapter_kit.module_walk import ModuleTree, ObjectTreeRules, discover_tree
+
 MAX_DEPTH = 64
-
-
-@dataclass
-class ModuleRecord:
-    """One module: its id, addresses (primary first), class name, whether it is a container."""
-
-    module_id: int
-    addresses: List[str]
-    class_name: str
-    container: bool
-    obj: Any
-
-
-@dataclass
-class ModuleTree:
-    """Modules (the root is id 0, ``self``) and parameters ``(address, module id, array,
-    trainable)``."""
-
-    modules: List[ModuleRecord] = field(default_factory=list)
-    params: List[Tuple[str, int, Any, bool]] = field(default_factory=list)
-    by_object: Dict[int, int] = field(default_factory=dict)
 
 
 def _holds_modules(value: Any, depth: int = 0) -> bool:
@@ -53,53 +33,20 @@ def _holds_modules(value: Any, depth: int = 0) -> bool:
 
 
 def discover(root: Any) -> ModuleTree:
-    """The module tree and parameters under ``root`` (module id 0, address ``self``)."""
-    tree = ModuleTree()
-    tree.modules.append(ModuleRecord(0, ["self"], type(root).__name__, False, root))
-    tree.by_object[id(root)] = 0
+    """The module tree and parameters under ``root`` (module id 0, address ``self``), through
+    MLX's own children (a Module is a dict of its attributes)."""
     trainable = {id(array) for _, array in _flatten(root.trainable_parameters())}
-    seen_arrays: set = set()
-
-    def add(value: Any, address: str, container: bool) -> int:
-        known = tree.by_object.get(id(value))
-        if known is not None:
-            if known != 0:
-                tree.modules[known].addresses.append(address)
-            return -1
-        record = ModuleRecord(len(tree.modules), [address], type(value).__name__, container, value)
-        tree.modules.append(record)
-        tree.by_object[id(value)] = record.module_id
-        return record.module_id
-
-    def visit(value: Any, address: str, owner: int, depth: int) -> None:
-        if depth > MAX_DEPTH:
-            return
-        if isinstance(value, mx.array):
-            if id(value) not in seen_arrays:
-                seen_arrays.add(id(value))
-                tree.params.append((address, owner, value, id(value) in trainable))
-            return
-        if isinstance(value, nn.Module):
-            module_id = add(value, address, False)
-            if module_id >= 0:
-                walk(value, address, module_id, depth + 1)
-            return
-        if isinstance(value, (list, tuple, dict)):
-            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
-            holder = owner
-            if _holds_modules(value):
-                holder = add(value, address, True)
-                if holder < 0:
-                    return
-            for key, item in items:
-                visit(item, f"{address}.{key}", holder, depth + 1)
-
-    def walk(module: Any, prefix: str, owner: int, depth: int) -> None:
-        for name, value in module.items():
-            visit(value, f"{prefix}.{name}" if prefix else name, owner, depth)
-
-    walk(root, "", 0, 0)
-    return tree
+    return discover_tree(
+        root,
+        ObjectTreeRules(
+            is_array=lambda value: isinstance(value, mx.array),
+            is_module=lambda value: isinstance(value, nn.Module),
+            children=lambda module: module.items(),
+            holds_modules=_holds_modules,
+            trainable=lambda array: id(array) in trainable,
+            max_depth=MAX_DEPTH,
+        ),
+    )
 
 
 def _flatten(tree: Any, prefix: str = "") -> List[Tuple[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
+from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
 #: Every code this backend raises itself (the gate raises the capability codes).
@@ -31,9 +32,9 @@ CODES = (
 ON_UNWRAPPED = "mlx_on_unwrapped_op"
 
 
-def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
-    """A typed refusal of the MLX backend."""
-    return BackendUnsupportedError(message, code, remedy, framework="mlx")
+#: This backend's typed refusals, built by the kit the same way for every backend.
+REFUSALS = Refusals("mlx")
+refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
 
 def gc_func_type() -> Any:
@@ -57,10 +58,6 @@ def check_root(model: Any) -> None:
             "mlx_transform_at_entry",
             "trace the plain function or module the transform wraps",
         )
-
-
-def option(message: str, remedy: str) -> BackendUnsupportedError:
-    return refuse(message, "option_unsupported", remedy)
 
 
 def rng(name: str) -> BackendUnsupportedError:

@@ -71,6 +71,7 @@ class PaddleAdapter(BackendProtocol):
     refusal_codes = refusals.CODES
     patches_process_wide = True
     grad_options_type = GradOptions
+    module_root_description = "a paddle.nn.Layer root"
 
     # ---- capture -------------------------------------------------------------------------------
 
@@ -79,15 +80,7 @@ class PaddleAdapter(BackendProtocol):
         grad_options = options.grad_options
         model = request.model
         refusals.root(model)
-        is_layer = isinstance(model, paddle.nn.Layer)
-        mode = options.module_identity_mode
-        if mode == "object_module" and not is_layer:
-            raise refusals.option(
-                "module_identity_mode='object_module' needs a paddle.nn.Layer root",
-                "leave module_identity_mode unset for raw callables (function_root)",
-            )
-        if mode is None:
-            mode = "object_module" if is_layer else "function_root"
+        mode = self.module_identity_mode(request)
         edits = None
         if request.interventions or request.stop_after is not None:
             from .edits import LiveEdits
@@ -157,6 +150,9 @@ class PaddleAdapter(BackendProtocol):
         if grad_options is not None:
             trace.autograd = derive(trace, grad_options)
         return trace
+
+    def is_module_root(self, model: Any) -> bool:
+        return isinstance(model, paddle.nn.Layer)
 
     def differentiable_input(self, value: Any) -> bool:
         return floating(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
 #: Every code this backend raises itself (the gate raises the capability codes).
@@ -33,9 +34,9 @@ CODES = (
 )
 
 
-def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
-    """A typed refusal of the Paddle backend."""
-    return BackendUnsupportedError(message, code, remedy, framework="paddle")
+#: This backend's typed refusals, built by the kit the same way for every backend.
+REFUSALS = Refusals("paddle")
+refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
 
 def check_import_order() -> None:
@@ -97,14 +98,6 @@ def static_mode() -> BackendUnsupportedError:
         "call paddle.disable_static() before tracing, and trace the dygraph Layer (not a "
         "paddle.jit.to_static function)",
     )
-
-
-def option(message: str, remedy: str) -> BackendUnsupportedError:
-    return refuse(message, "option_unsupported", remedy)
-
-
-def value_invalid(message: str, remedy: str) -> BackendUnsupportedError:
-    return refuse(message, "option_value_invalid", remedy)
 
 
 def root(model: Any) -> None:

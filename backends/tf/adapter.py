@@ -48,6 +48,7 @@ class TFAdapter(BackendProtocol):
     refusal_codes = refusals.CODES
     patches_process_wide = True
     grad_options_type = GradOptions
+    module_root_description = "a Keras layer or tf.Module root"
 
     # ---- capture -------------------------------------------------------------------------------
 
@@ -73,15 +74,7 @@ class TFAdapter(BackendProtocol):
         prescan.keras_training_call(model, request.kwargs)
         built_here = _build_keras(model, request.args, request.kwargs)
         refusals.root(model)
-        is_root_module = is_module(model)
-        mode = options.module_identity_mode
-        if mode == "object_module" and not is_root_module:
-            raise refusals.option(
-                "module_identity_mode='object_module' needs a Keras layer or tf.Module root",
-                "leave module_identity_mode unset for raw callables (function_root)",
-            )
-        if mode is None:
-            mode = "object_module" if is_root_module else "function_root"
+        mode = self.module_identity_mode(request)
         edits = None
         if request.interventions or request.stop_after is not None:
             from .edits import LiveEdits
@@ -161,6 +154,9 @@ class TFAdapter(BackendProtocol):
         from .edits import apply_natively
 
         return apply_natively(self, action, value)
+
+    def is_module_root(self, model: Any) -> bool:
+        return is_module(model)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         output = model(*args, **kwargs)

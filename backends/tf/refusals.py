@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
 #: Every code this backend raises itself (the gate raises the capability codes).
@@ -36,13 +37,9 @@ CODES = (
 )
 
 
-def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
-    """A typed refusal of the TensorFlow backend."""
-    return BackendUnsupportedError(message, code, remedy, framework="tf")
-
-
-def option(message: str, remedy: str) -> BackendUnsupportedError:
-    return refuse(message, "option_unsupported", remedy)
+#: This backend's typed refusals, built by the kit the same way for every backend.
+REFUSALS = Refusals("tf")
+refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
 
 def rng(what: str) -> BackendUnsupportedError:

@@ -49,6 +49,7 @@ class TinygradAdapter(BackendProtocol):
     refusal_codes = refusals.CODES
     patches_process_wide = True
     grad_options_type = GradOptions
+    module_root_description = "a callable object holding tinygrad Tensors or tinygrad.nn layers"
 
     # ---- capture -------------------------------------------------------------------------------
 
@@ -57,16 +58,7 @@ class TinygradAdapter(BackendProtocol):
         grad_options = options.grad_options
         model = request.model
         refusals.check_root(model)
-        mode = options.module_identity_mode
-        attributed = has_module_state(model)
-        if mode == "object_module" and not attributed:
-            raise refusals.option(
-                "module_identity_mode='object_module' needs a callable object holding tinygrad "
-                "Tensors or tinygrad.nn layers",
-                "leave module_identity_mode unset for raw callables (function_root)",
-            )
-        if mode is None:
-            mode = "object_module" if attributed else "function_root"
+        mode = self.module_identity_mode(request)
         tree = discover(model) if mode == "object_module" else ModuleTree()
         realize = Tensor.realize
         with CaptureSession(request) as session:
@@ -114,7 +106,7 @@ class TinygradAdapter(BackendProtocol):
             session.module(record.module_id, record.addresses, record.class_name, record.container, False)
         session.extra("provenance.module_identity_mode", mode)
         session.extra("provenance.param_source", "module" if tree.params else "none")
-        for address, owner, tensor in tree.params:
+        for address, owner, tensor, _trainable in tree.params:
             recorder.param(address, owner, tensor)
 
     @staticmethod
@@ -125,6 +117,9 @@ class TinygradAdapter(BackendProtocol):
             if value_id is not None:
                 ids.append(value_id)
         return ids
+
+    def is_module_root(self, model: Any) -> bool:
+        return has_module_state(model)
 
     def differentiable_input(self, value: Any) -> bool:
         return floating(value)

@@ -89,7 +89,7 @@ class _Hooks(kit.GradHooks):
         args = runtime.args
         targets: List[Tuple[str, Any]] = [
             (kit.param_target(address), tensor)
-            for address, _, tensor in runtime.tree.params
+            for address, _, tensor, _ in runtime.tree.params
             if floating(tensor)
         ]
         for position in self.options.input_grad_argnums:
@@ -109,8 +109,8 @@ class _Hooks(kit.GradHooks):
         shadow = kit.ShadowSession()
         recorder = Recorder(shadow)
         recorder.snapshot()
-        params = [tensor for _, _, tensor in runtime.tree.params]
-        for address, owner, tensor in runtime.tree.params:
+        params = [tensor for _, _, tensor, _ in runtime.tree.params]
+        for address, owner, tensor, _trainable in runtime.tree.params:
             recorder.param(address, owner, tensor)
         inputs = [tensor for _, tensor in named_inputs(runtime.args, runtime.kwargs, Tensor)]
         for name, tensor in named_inputs(runtime.args, runtime.kwargs, Tensor):

@@ -10,33 +10,14 @@ others are aliases (``all_addresses``). A Tensor reachable twice is one paramete
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List
 
 from tinygrad import Tensor
 
+from torchlens.adapter_kit.module_walk import ModuleTree, ObjectTreeRules, discover_tree
+
 #: Deepest attribute nesting walked.
 MAX_DEPTH = 32
-
-
-@dataclass
-class ModuleRecord:
-    """One discovered module: its id, its addresses (primary first), the object."""
-
-    module_id: int
-    addresses: List[str]
-    class_name: str
-    container: bool
-    obj: Any
-
-
-@dataclass
-class ModuleTree:
-    """What discovery found: modules (the root is id 0, ``self``) and parameters
-    ``(address, owning module id, tensor)``."""
-
-    modules: List[ModuleRecord] = field(default_factory=list)
-    params: List[Tuple[str, int, Any]] = field(default_factory=list)
 
 
 def _attributes(obj: Any) -> Dict[str, Any]:
@@ -85,63 +66,23 @@ def has_module_state(model: Any) -> bool:
 
 
 def discover(root: Any) -> ModuleTree:
-    """The module tree and parameters under ``root`` (module id 0, address ``self``)."""
-    tree = ModuleTree()
-    tree.modules.append(ModuleRecord(0, ["self"], type(root).__name__, False, root))
-    by_object: Dict[int, ModuleRecord] = {id(root): tree.modules[0]}
-    seen_tensors: Dict[int, str] = {}
-
-    def add_module(value: Any, address: str, container: bool) -> Optional[ModuleRecord]:
-        known = by_object.get(id(value))
-        if known is not None:
-            if known.module_id != 0:
-                known.addresses.append(address)
-            return None
-        record = ModuleRecord(len(tree.modules), [address], type(value).__name__, container, value)
-        tree.modules.append(record)
-        by_object[id(value)] = record
-        return record
-
-    def visit(value: Any, address: str, owner: int, depth: int) -> None:
-        if depth > MAX_DEPTH:
-            return
-        if isinstance(value, Tensor):
-            if id(value) not in seen_tensors:
-                seen_tensors[id(value)] = address
-                tree.params.append((address, owner, value))
-            return
-        if isinstance(value, (list, tuple, dict)):
-            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
-            relevant = [
-                (key, item)
-                for key, item in items
-                if isinstance(item, (Tensor, list, tuple, dict)) or _is_module(item)
-            ]
-            if not relevant:
-                return
-            holder = owner
-            if any(_is_module(item) for _, item in relevant):
-                record = add_module(value, address, True)
-                if record is None:
-                    return
-                holder = record.module_id
-            for key, item in relevant:
-                visit(item, f"{address}.{key}", holder, depth + 1)
-            return
-        if _is_module(value):
-            record = add_module(value, address, False)
-            if record is None:
-                return
-            walk(value, address, record.module_id, depth + 1)
-
-    def walk(obj: Any, prefix: str, owner: int, depth: int) -> None:
-        for name, value in _attributes(obj).items():
-            if name.startswith("__"):
-                continue
-            visit(value, f"{prefix}.{name}" if prefix else name, owner, depth)
-
-    walk(root, "", 0, 0)
-    return tree
+    """The module tree and parameters under ``root`` (module id 0, address ``self``), through
+    object attributes (``__dunder__`` names skipped)."""
+    return discover_tree(
+        root,
+        ObjectTreeRules(
+            is_array=lambda value: isinstance(value, Tensor),
+            is_module=_is_module,
+            children=lambda obj: [
+                (name, value) for name, value in _attributes(obj).items() if not name.startswith("__")
+            ],
+            holds_modules=lambda container: any(
+                _is_module(item)
+                for item in (container.values() if isinstance(container, dict) else container)
+            ),
+            max_depth=MAX_DEPTH,
+        ),
+    )
 
 
 class CallReporter:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
 #: Every code this backend raises itself (the gate raises the capability codes).
@@ -28,9 +29,9 @@ CODES = (
 )
 
 
-def refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
-    """A typed refusal of the tinygrad backend."""
-    return BackendUnsupportedError(message, code, remedy, framework="tinygrad")
+#: This backend's typed refusals, built by the kit the same way for every backend.
+REFUSALS = Refusals("tinygrad")
+refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
 
 def tinyjit_class() -> Any:
@@ -86,7 +87,3 @@ def rng() -> BackendUnsupportedError:
         "rng_state_in_graph",
         "draw the random tensor outside the traced call and pass it in, or set Tensor.training = False",
     )
-
-
-def option(message: str, remedy: str) -> BackendUnsupportedError:
-    return refuse(message, "option_unsupported", remedy)

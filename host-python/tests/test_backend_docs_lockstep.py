@@ -11,6 +11,7 @@ import os
 
 import conformance_paths  # noqa: F401
 
+import conformance.scorecard as scorecards
 import torchlens as tl
 from scripts.checks import backend_docs_lockstep as lockstep
 from torchlens.backends import registry
@@ -74,4 +75,19 @@ def test_stable_needs_a_decision_and_graduation(monkeypatch):
     _replace_spec(monkeypatch, "jax", maturity="stable")
     found = lockstep.maturity_problems("jax", "")
     assert any("without a decision line" in problem for problem in found)
-    assert any("graduation item 5 fails" in problem for problem in found)
+    # jax's shipped records pass graduation items 2-5 now (its minimum, 0.7.1, has a passing
+    # record); a scorecard with no record on the supported minimum fails item 5.
+    assert not any("graduation item" in problem for problem in found)
+    real = scorecards.load("jax")
+    minimum = real["framework"]["minimum"]
+    without_minimum = {
+        **real,
+        "records": {
+            version: record
+            for version, record in real["records"].items()
+            if version != minimum and not version.startswith(minimum + ".")
+        },
+    }
+    monkeypatch.setattr(scorecards, "load", lambda backend: without_minimum)
+    found = lockstep.maturity_problems("jax", "Decision: jax is stable")
+    assert len(found) == 1 and "graduation item 5 fails: no record on the supported minimum" in found[0]

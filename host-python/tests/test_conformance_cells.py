@@ -7,6 +7,7 @@ import conformance_paths  # noqa: F401
 import pytest
 
 import torchlens as tl
+from conformance import graduation as graduation_module
 from conformance.models import models_of
 from conformance.runner import run_cell
 from conformance.scorecard import main
@@ -51,14 +52,36 @@ def test_a_cell_is_what_running_the_task_gave(case):
     assert run_cell(None, TASKS["capture"])["status"] == "not_run"
 
 
-def test_graduation_prints_six_items_with_their_reasons(capsys):
-    assert main(["--backend", "torch", "--graduation"]) == 1
+def _graduation_lines(capsys):
     out = capsys.readouterr().out.splitlines()
     items = [line.strip() for line in out if line.strip()[:2] in {f"{n}." for n in range(1, 7)}]
     assert len(items) == 6
     assert all(("[pass]" in item or "[FAIL]" in item) and ": " in item.split("] ", 1)[1] for item in items)
-    assert "no record on the supported minimum 2.0" in items[4]
-    assert out[-1] == "torch: graduation not passed"
+    return items, out[-1]
+
+
+def test_graduation_prints_six_items_with_their_reasons(capsys, monkeypatch):
+    # torch passes all six since its minimum (2.0) has a passing record (2.0.1); graduation
+    # still never changes maturity: that takes a recorded decision.
+    assert main(["--backend", "torch", "--graduation"]) == 0
+    items, last = _graduation_lines(capsys)
+    assert all("[pass]" in item for item in items)
+    assert "passing on 2.0.1" in items[4]
+    assert last == "torch: graduation passed"
+    # Without a record on the minimum, item 5 fails with its reason and graduation does not pass.
+    real = graduation_module.load("torch")
+    without_minimum = {
+        **real,
+        "records": {
+            version: record for version, record in real["records"].items() if not version.startswith("2.0")
+        },
+    }
+    monkeypatch.setattr(graduation_module, "load", lambda backend: without_minimum)
+    monkeypatch.setattr(graduation_module, "shipped_scorecard", lambda backend: without_minimum)
+    assert main(["--backend", "torch", "--graduation"]) == 1
+    items, last = _graduation_lines(capsys)
+    assert "[FAIL]" in items[4] and "no record on the supported minimum 2.0" in items[4]
+    assert last == "torch: graduation not passed"
     assert tl.backends.get_spec("torch").maturity == "preview"
 
 

@@ -1,10 +1,17 @@
-"""One module walker for the adapters whose frameworks keep modules as an object tree (Keras
-layers and ``tf.Module``, ``paddle.nn.Layer``): every module once, with all its addresses, and
-the values each owns. The framework supplies only how to list a module's children and its own
-values."""
+"""Module discovery, written once for every adapter whose framework keeps modules as objects:
+
+* :class:`ModuleWalk`, for frameworks whose modules list their children (Keras layers and
+  ``tf.Module``, ``paddle.nn.Layer``): every module once, with all its addresses, and the values
+  each owns;
+* :func:`discover_tree`, for frameworks whose modules are found by walking object attributes
+  (``mlx.nn.Module``, callable objects holding tinygrad Tensors): modules, container modules
+  for the lists and dicts that hold them, and parameters.
+
+The framework supplies only predicates and child listings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple
 
 #: ``children(module)`` → ``(attribute name, child module)`` pairs, in the framework's order.
@@ -66,3 +73,96 @@ class ModuleWalk:
                     continue
                 seen.add(id(value))
                 yield dotted + name, module_id, value
+
+
+# ---- module trees found by walking object attributes (MLX, tinygrad) ---------------------------
+
+
+@dataclass
+class ModuleRecord:
+    """One module of a :class:`ModuleTree`: its id, its addresses (primary first), its class
+    name, whether it is a container (a list, tuple or dict holding modules) and the object."""
+
+    module_id: int
+    addresses: List[str]
+    class_name: str
+    container: bool
+    obj: Any
+
+
+@dataclass
+class ModuleTree:
+    """Modules (the root is id 0, ``self``), parameters ``(address, owning module id, array,
+    trainable)`` and ``id(object)`` → module id."""
+
+    modules: List[ModuleRecord] = field(default_factory=list)
+    params: List[Tuple[str, int, Any, bool]] = field(default_factory=list)
+    by_object: Dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ObjectTreeRules:
+    """What a framework says about the objects under a root, for :func:`discover_tree`:
+    ``is_array`` (a parameter), ``is_module`` (a module to walk), ``children(module)`` (its
+    ``(name, value)`` attributes, in order), ``holds_modules(container)`` (a list, tuple or dict
+    that gets a container module of its own, as a torch ``ModuleList`` does), ``trainable(array)``
+    and how deep to walk."""
+
+    is_array: Callable[[Any], bool]
+    is_module: Callable[[Any], bool]
+    children: Callable[[Any], Iterable[Tuple[str, Any]]]
+    holds_modules: Callable[[Any], bool]
+    trainable: Callable[[Any], bool] = lambda array: True
+    max_depth: int = 32
+
+
+def discover_tree(root: Any, rules: ObjectTreeRules) -> ModuleTree:
+    """The module tree and parameters under ``root`` (module id 0, address ``self``). A module
+    reachable under several addresses is one module (the first address primary, the others
+    aliases); an array reachable twice is one parameter, of the module that holds it first."""
+    tree = ModuleTree()
+    tree.modules.append(ModuleRecord(0, ["self"], type(root).__name__, False, root))
+    tree.by_object[id(root)] = 0
+    seen_arrays: set = set()
+
+    def add(value: Any, address: str, container: bool) -> int:
+        known = tree.by_object.get(id(value))
+        if known is not None:
+            if known != 0:
+                tree.modules[known].addresses.append(address)
+            return -1
+        record = ModuleRecord(len(tree.modules), [address], type(value).__name__, container, value)
+        tree.modules.append(record)
+        tree.by_object[id(value)] = record.module_id
+        return record.module_id
+
+    def visit(value: Any, address: str, owner: int, depth: int) -> None:
+        if depth > rules.max_depth:
+            return
+        if rules.is_array(value):
+            if id(value) not in seen_arrays:
+                seen_arrays.add(id(value))
+                tree.params.append((address, owner, value, rules.trainable(value)))
+            return
+        # A module first: an mlx.nn.Module is a dict.
+        if rules.is_module(value):
+            module_id = add(value, address, False)
+            if module_id >= 0:
+                walk(value, address, module_id, depth + 1)
+            return
+        if isinstance(value, (list, tuple, dict)):
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            holder = owner
+            if rules.holds_modules(value):
+                holder = add(value, address, True)
+                if holder < 0:
+                    return
+            for key, item in items:
+                visit(item, f"{address}.{key}", holder, depth + 1)
+
+    def walk(module: Any, prefix: str, owner: int, depth: int) -> None:
+        for name, value in rules.children(module):
+            visit(value, f"{prefix}.{name}" if prefix else name, owner, depth)
+
+    walk(root, "", 0, 0)
+    return tree

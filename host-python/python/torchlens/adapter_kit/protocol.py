@@ -59,6 +59,34 @@ class BackendProtocol(ABC):
         checked = _preflighted(own_capture)
         cls.capture = takes_turns(checked) if cls.patches_process_wide else checked  # type: ignore[method-assign]
 
+    # ---- module attribution --------------------------------------------------------------------
+
+    #: What a module root of this framework is, as refusals name it ("a paddle.nn.Layer root").
+    module_root_description: str = "a module root"
+
+    def is_module_root(self, model: Any) -> bool:
+        """Whether ``model`` is a module whose submodules this backend attributes
+        (``object_module``). The default: none is."""
+        return False
+
+    def module_identity_mode(self, request: Any) -> str:
+        """The request's ``module_identity_mode``, resolved the same way on every backend:
+        ``object_module`` for a module root and ``function_root`` otherwise when unset;
+        ``object_module`` asked of a root that is no module refuses (``option_unsupported``)."""
+        mode = request.options.module_identity_mode
+        module_root = self.is_module_root(request.model)
+        if mode == "object_module" and not module_root:
+            raise self.refuse(
+                f"module_identity_mode='object_module' needs {self.module_root_description}",
+                "option_unsupported",
+                "leave module_identity_mode unset for raw callables (function_root)",
+            )
+        if mode is None:
+            return "object_module" if module_root else "function_root"
+        return mode
+
+    # ---- derived gradients --------------------------------------------------------------------
+
     def grad_input(self, request: Any, position: int) -> Any:
         """The input ``GradOptions.input_grad_argnums`` position ``position`` names (None when
         there is none). Positions count the call's positional arguments; a backend whose first

@@ -12,8 +12,13 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 ./scripts/build-component.sh
 component="$target/wasm32-wasip2/release/torchlens_core.wasm"
 rm -f dist/torchlens-*.whl
-# Through the project's PEP 517 backend (maturin, then the backends/ plugins added to the wheel).
-TORCHLENS_COMPONENT="$component" "$python" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
+# Through the project's PEP 517 backend (maturin, then the backends/ plugins added to the wheel),
+# with the venv's maturin (on PATH: maturin's hooks call the `maturin` command).
+# maturin's PEP 517 hooks default to no platform check (--compatibility off, a linux_x86_64
+# tag); the platform wheel is manylinux_2_34, which maturin checks the binary against.
+PATH="$(dirname "$python"):$PATH" TORCHLENS_COMPONENT="$component" \
+  MATURIN_PEP517_ARGS="--compatibility manylinux_2_34" \
+  "$python" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
 "$python" scripts/build_pure_wheel.py --component "$component" --out dist
 platform_wheel="$(ls dist/torchlens-*-abi3-*.whl)"
 "$python" -m auditwheel show "$platform_wheel"

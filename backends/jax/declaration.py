@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -19,18 +18,16 @@ _owned_by_jax_libraries = detect_by_type_module("jax", "jaxlib", "flax", "equino
 
 
 def _detect(model: Any, inputs: Any) -> bool:
-    """A model from jax, flax or equinox, an Equinox or Flax NNX module (a user subclass
-    included, checked only when the caller imported that library), or a plain callable given
-    jax arrays and no other framework's."""
+    """A model from jax, flax or equinox, or an Equinox or Flax NNX module (a user subclass
+    included, checked only when the caller imported that library). A plain callable given jax
+    arrays is routed by the registry's shared rule."""
     if _owned_by_jax_libraries(model, inputs):
         return True
     eqx = sys.modules.get("equinox")
     nnx = sys.modules.get("flax.nnx")
-    if (eqx is not None and isinstance(model, eqx.Module)) or (
+    return (eqx is not None and isinstance(model, eqx.Module)) or (
         nnx is not None and isinstance(model, nnx.Module)
-    ):
-        return True
-    return callable(model) and array_frameworks(inputs) == {"jax"}
+    )
 
 
 SPEC = BackendSpec(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -19,16 +18,12 @@ _owned_by_mlx = detect_by_type_module("mlx")
 
 
 def _detect(model: Any, inputs: Any) -> bool:
-    """An ``mlx.nn.Module`` (any object whose type lives in ``mlx``), or a plain callable given
-    ``mx.array`` inputs and no other framework's arrays."""
+    """An ``mlx.nn.Module`` (any object whose type lives in ``mlx``). A plain callable given
+    ``mx.array`` inputs is routed by the registry's shared rule."""
     if _owned_by_mlx(model, inputs):
         return True
     module_type = getattr(sys.modules.get("mlx.nn"), "Module", None)
-    if module_type is not None and isinstance(model, module_type):
-        return True
-    if not callable(model):
-        return False
-    return array_frameworks(inputs) == {"mlx"}
+    return module_type is not None and isinstance(model, module_type)
 
 
 SPEC = BackendSpec(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -18,15 +17,13 @@ from ..spec import (
 
 
 def _detect(model: Any, inputs: Any) -> bool:
-    """A ``paddle.nn.Layer``, or a callable given paddle Tensors and no other framework's arrays
-    (only when the caller imported Paddle)."""
+    """A ``paddle.nn.Layer`` (only when the caller imported Paddle). A callable given paddle
+    Tensors is routed by the registry's shared rule."""
     paddle = sys.modules.get("paddle")
     if paddle is None:
         return False
     layer = getattr(getattr(paddle, "nn", None), "Layer", None)
-    if layer is not None and isinstance(model, layer):
-        return True
-    return callable(model) and array_frameworks(inputs) == {"paddle"}
+    return layer is not None and isinstance(model, layer)
 
 
 SPEC = BackendSpec(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -17,8 +16,8 @@ from ..spec import (
 
 
 def _detect(model: Any, inputs: Any) -> bool:
-    """A Keras layer or model, a ``tf.Module``, or a callable given ``tf.Tensor`` inputs and no
-    other framework's arrays (only when the caller imported TensorFlow)."""
+    """A Keras layer or model, or a ``tf.Module`` (only when the caller imported TensorFlow; a
+    callable given ``tf.Tensor`` inputs is routed by the registry's shared rule)."""
     tf = sys.modules.get("tensorflow")
     if tf is None:
         return False
@@ -27,9 +26,7 @@ def _detect(model: Any, inputs: Any) -> bool:
         return True
     keras = sys.modules.get("keras")
     layer = getattr(keras, "Layer", None) if keras is not None else None
-    if layer is not None and isinstance(model, layer):
-        return True
-    return callable(model) and array_frameworks(inputs) == {"tensorflow"}
+    return layer is not None and isinstance(model, layer)
 
 
 SPEC = BackendSpec(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -44,16 +43,14 @@ def _holds_tinygrad_state(model: Any) -> bool:
 
 
 def _detect(model: Any, inputs: Any) -> bool:
-    """A tinygrad object (``tinygrad.nn`` layer), a callable object holding tinygrad Tensors or
-    layers, or a plain callable given tinygrad Tensors and no other framework's arrays."""
+    """A tinygrad object (``tinygrad.nn`` layer), or a callable object holding tinygrad Tensors
+    or layers. A plain callable given tinygrad Tensors is routed by the registry's shared
+    rule."""
     if _owned_by_tinygrad(model, inputs):
         return True
-    if not callable(model):
-        return False
-    found = array_frameworks(inputs)
-    if found == {"tinygrad"}:
-        return True
-    return not found and _holds_tinygrad_state(model)
+    # Given another framework's arrays, the registry never asks; given none, an object holding
+    # tinygrad state is a tinygrad model.
+    return callable(model) and _holds_tinygrad_state(model)
 
 
 SPEC = BackendSpec(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..registry import array_frameworks
 from ..spec import (
     BackendSpec,
     FrameworkRequirement,
@@ -16,14 +15,10 @@ from ..spec import (
 
 
 def _detect(model: Any, inputs: Any) -> bool:
-    """A torch module, or a callable given torch tensors (only when torch is imported)."""
-    if "torch" not in sys.modules:
-        return False
-    import torch
-
-    if isinstance(model, torch.nn.Module):
-        return True
-    return callable(model) and array_frameworks(inputs) == {"torch"}
+    """A torch module (only when torch is imported; a callable given torch tensors is routed by
+    the registry's shared rule)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
 
 
 SPEC = BackendSpec(

@@ -1,6 +1,7 @@
-"""What the seam promises beyond one capture: adapter modules never import the registry, a file
-that names no backend or an unknown one is refused, and a payload dtype nobody can decode is
-refused rather than read as raw bytes."""
+"""What the seam promises beyond one capture: adapter modules never import the registry (a
+declaration only the declaration vocabulary), the kit imports no backend, registry or
+framework, a file that names no backend or an unknown one is refused, and a payload dtype
+nobody can decode is refused rather than read as raw bytes."""
 
 from __future__ import annotations
 
@@ -44,6 +45,35 @@ def test_no_adapter_module_imports_the_registry():
                 )
             checked += 1
     assert checked >= 10
+
+
+def test_declarations_import_only_the_declaration_vocabulary():
+    # A declaration is read by the registry: importing the registry back would be a cycle.
+    checked = 0
+    for name in sorted(os.listdir(BACKENDS)):
+        path = os.path.join(BACKENDS, name, "declaration.py")
+        if not os.path.isfile(path):
+            continue
+        for module in _imports(path):
+            if module.startswith(("torchlens.backends", "..")):
+                assert module in ("..spec", "torchlens.backends.spec"), (
+                    f"backends/{name}/declaration.py imports {module}"
+                )
+        checked += 1
+    assert checked == 6
+
+
+def test_the_kit_imports_no_backend_no_registry_and_no_framework():
+    frameworks = ("torch", "jax", "tensorflow", "keras", "mlx", "paddle", "tinygrad", "flax", "equinox")
+    kit = os.path.join(os.path.dirname(tl.__file__), "adapter_kit")
+    for file in sorted(os.listdir(kit)):
+        if not file.endswith(".py"):
+            continue
+        for module in _imports(os.path.join(kit, file)):
+            assert not module.startswith(("torchlens.backends", "..backends")), (
+                f"adapter_kit/{file} imports {module}"
+            )
+            assert module.split(".")[0] not in frameworks, f"adapter_kit/{file} imports {module}"
 
 
 def _saved_under(tmp_path, backend_name):

@@ -202,7 +202,9 @@ def array_frameworks(value: Any, found: Optional[set] = None, depth: int = 0) ->
 def resolve(model: Any, inputs: Any, backend: Optional[str]) -> BackendSpec:
     """The backend for a call. Foreign arrays are checked first: a model is never routed to a
     backend whose framework differs from its inputs'. With ``backend=None`` each registered
-    backend's detector votes; no vote or a tie is a typed error, never a silent pick."""
+    backend votes: a callable given only its framework's arrays is its (the one rule every
+    backend follows, so no declaration writes it), and its detector recognises its own model
+    types; no vote or a tie is a typed error, never a silent pick."""
     _discover()
     found = array_frameworks(inputs)
     if backend is not None:
@@ -229,7 +231,7 @@ def resolve(model: Any, inputs: Any, backend: Optional[str]) -> BackendSpec:
         for spec in _SPECS.values()
         if spec.detect is not None
         and (not found or spec.requirement.module in found)
-        and spec.detect(model, inputs)
+        and ((callable(model) and found == {spec.requirement.module}) or spec.detect(model, inputs))
     ]
     if len(candidates) == 1:
         return candidates[0]

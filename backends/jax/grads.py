@@ -69,9 +69,6 @@ class _Hooks(kit.GradHooks):
         #: Set by :meth:`op_pass` for :meth:`oracle`.
         self._loss_of: Optional[Callable[[Any], Any]] = None
 
-    def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        return refuse(message, code, remedy)
-
     def output_leaves(self, output: Any) -> List[Any]:
         return jax.tree_util.tree_leaves(output)
 

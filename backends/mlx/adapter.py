@@ -15,7 +15,7 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
-from torchlens.adapter_kit.structures import named_arrays, named_inputs, substitute
+from torchlens.adapter_kit.structures import named_arrays, substitute
 
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
@@ -38,16 +38,6 @@ class MlxRuntime(ReplayRuntime):
     #: The capture's structural signature and value ids in order (derived gradients).
     order: List[Any] = field(default_factory=list)
     order_ids: List[int] = field(default_factory=list)
-
-
-def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
-    return named_arrays(output, mx.array, prefix)
-
-
-def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every array among the call's arguments."""
-    return named_inputs(args, kwargs, mx.array)
 
 
 def selector_kinds(selector: Any) -> set:
@@ -153,6 +143,7 @@ class MlxAdapter(BackendProtocol):
     """Fills the backend protocol for MLX."""
 
     refusal_codes = refusals.CODES
+    array_type = mx.array
     patches_process_wide = True
     grad_options_type = GradOptions
     module_root_description = "an mlx.nn.Module root"
@@ -192,7 +183,7 @@ class MlxAdapter(BackendProtocol):
                 [model] + [record.obj for record in tree.modules[1:] if not record.container]
             )
             input_ids = [
-                recorder.input(name, array) for name, array in input_pairs(request.args, request.kwargs)
+                recorder.input(name, array) for name, array in self.input_pairs(request.args, request.kwargs)
             ]
             live = _LiveEdits(self, session, recorder, request)
             stopped: Optional[List[int]] = None
@@ -213,7 +204,9 @@ class MlxAdapter(BackendProtocol):
                     recorder.on_op = live.at_op
                 try:
                     output = model(*request.args, **request.kwargs)
-                    outputs = [(name, recorder.value_id_of(array)) for name, array in output_pairs(output)]
+                    outputs = [
+                        (name, recorder.value_id_of(array)) for name, array in self.output_pairs(output)
+                    ]
                 except Stop as stop:
                     stopped = stop.frontier
             if stopped is None:
@@ -324,11 +317,11 @@ class MlxAdapter(BackendProtocol):
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         output = model(*args, **kwargs)
-        mx.eval([array for _, array in output_pairs(output)])
+        mx.eval([array for _, array in self.output_pairs(output)])
         return output
 
     def output_leaves(self, output: Any) -> List[Any]:
-        return [array for _, array in output_pairs(output)]
+        return [array for _, array in self.output_pairs(output)]
 
     def realize(self, values: List[Any]) -> List[Any]:
         """Evaluates lazy arrays in one ``mx.eval``."""
@@ -527,7 +520,7 @@ class _LiveEdits:
         except Stop:
             session.exit(module_id, [])
             raise
-        arrays = [array for _, array in output_pairs(output)]
+        arrays = [array for _, array in named_arrays(output, mx.array)]
         ids = [recorder.value_id_of(array) for array in arrays]
         session.exit(module_id, ids, arrays)
         if not self.active:

@@ -33,7 +33,6 @@ from torchlens.trace import Autograd
 
 from .capture import Recorder, rebind_held_functions
 from .modules import discover
-from .refusals import refuse
 
 #: Relative tolerance of the two checks (float32 finite differences are noisy).
 CHECK_TOLERANCE = 2e-2
@@ -61,9 +60,6 @@ class _Hooks(kit.GradHooks):
         #: Set by :meth:`op_pass` for :meth:`oracle`: the loss with taps added, the zero taps.
         self._loss_of_taps: Optional[Callable[[Dict[int, Any]], Any]] = None
         self._zeros: Dict[int, Any] = {}
-
-    def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        return refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
         return [leaf for _, leaf in named_arrays(output, mx.array, "output")]

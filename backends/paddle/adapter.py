@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, List, Tuple
+from typing import Any, List
 
 from . import refusals
 
@@ -17,7 +17,6 @@ import paddle  # noqa: E402
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches  # noqa: E402
 from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime  # noqa: E402
-from torchlens.adapter_kit.structures import named_arrays, named_inputs  # noqa: E402
 from torchlens.errors import PayloadModifiedError  # noqa: E402
 
 from .capture import Recorder, tensors_of  # noqa: E402
@@ -34,16 +33,6 @@ class PaddleRuntime(ReplayRuntime):
     args: tuple = ()
     kwargs: Any = None
     param_addresses: Any = None
-
-
-def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
-    return named_arrays(output, paddle.Tensor, prefix)
-
-
-def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every array among the call's arguments."""
-    return named_inputs(args, kwargs, paddle.Tensor)
 
 
 class _VersionGuard:
@@ -69,6 +58,7 @@ class PaddleAdapter(BackendProtocol):
     """Fills the backend protocol for PaddlePaddle dygraph."""
 
     refusal_codes = refusals.CODES
+    array_type = paddle.Tensor
     patches_process_wide = True
     grad_options_type = GradOptions
     module_root_description = "a paddle.nn.Layer root"
@@ -103,7 +93,7 @@ class PaddleAdapter(BackendProtocol):
                 recorder.module_ids[id(model)] = 0
             session.extra("provenance.module_identity_mode", mode)
             session.extra("provenance.param_source", "module" if recorder.params else "none")
-            for name, tensor in input_pairs(request.args, request.kwargs):
+            for name, tensor in self.input_pairs(request.args, request.kwargs):
                 recorder.input(name, tensor)
             if edits is not None:
                 edits.attach(session, recorder)
@@ -126,7 +116,7 @@ class PaddleAdapter(BackendProtocol):
             if stopped:
                 edits.finish_stopped(session, output)
             else:
-                for name, tensor in output_pairs(output):
+                for name, tensor in self.output_pairs(output):
                     value_id = recorder.known_id(tensor)
                     if value_id is None:
                         value_id = recorder.id_of(tensor)

@@ -25,7 +25,6 @@ from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
-from . import refusals
 from .capture import Recorder, tensors_of
 
 
@@ -80,9 +79,6 @@ class _Hooks(kit.GradHooks):
     evidence = ("structural_match", "paddle_grad")
     loss_kind = "scalar paddle.Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: paddle.sum(output))"
-
-    def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        return refusals.refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
         return tensors_of(output)

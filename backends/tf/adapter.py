@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, List, Tuple
+from typing import Any, List
 
 import numpy as np
 import tensorflow as tf
@@ -13,7 +13,6 @@ import tensorflow as tf
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
-from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
@@ -31,21 +30,12 @@ class TFRuntime(ReplayRuntime):
     param_addresses: Any = None
 
 
-def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, tensor)`` for every eager tensor of a returned structure (tuples, lists, dicts)."""
-    return named_arrays(output, EagerTensor, prefix)
-
-
-def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, tensor)`` for every eager tensor among the call's arguments."""
-    return named_inputs(args, kwargs, EagerTensor)
-
-
 class TFAdapter(BackendProtocol):
     """Fills the backend protocol for eager TensorFlow (Keras 3 layers, ``tf.Module`` and plain
     functions of ``tf.Tensor`` values)."""
 
     refusal_codes = refusals.CODES
+    array_type = EagerTensor
     patches_process_wide = True
     grad_options_type = GradOptions
     module_root_description = "a Keras layer or tf.Module root"
@@ -97,7 +87,7 @@ class TFAdapter(BackendProtocol):
             session.extra("provenance.param_source", "module" if recorder.params else "none")
             if built_here:
                 session.extra("provenance.tf_built_before_capture", "true")
-            for name, tensor in input_pairs(request.args, request.kwargs):
+            for name, tensor in self.input_pairs(request.args, request.kwargs):
                 recorder.input(name, tensor)
             if edits is not None:
                 edits.attach(session, recorder, patches)
@@ -117,7 +107,7 @@ class TFAdapter(BackendProtocol):
             if not root_wrapped:
                 output = recorder.exit(0, output)
             patches.restore_all()
-            for name, tensor in output_pairs(output):
+            for name, tensor in self.output_pairs(output):
                 session.output(name, recorder.id_of(tensor))
             if recorder.opaque:
                 session.extra("provenance.tf_opaque_ops", str(recorder.opaque))

@@ -23,7 +23,6 @@ from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
-from . import refusals
 from .capture import Recorder, is_module, tensors_of
 
 
@@ -47,9 +46,6 @@ class _Hooks(kit.GradHooks):
     evidence = ("structural_match", "tf_gradient_tape")
     loss_kind = "scalar tf.Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: tf.reduce_sum(output))"
-
-    def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        return refusals.refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
         return tensors_of(output)

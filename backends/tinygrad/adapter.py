@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, List, Tuple
+from typing import Any, List
 
 import numpy as np
 from tinygrad import Tensor
@@ -12,7 +12,6 @@ from tinygrad import Tensor
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
 from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
-from torchlens.adapter_kit.structures import named_arrays, named_inputs
 
 from . import refusals
 from .capture import Recorder, training_mode
@@ -33,20 +32,11 @@ class TinygradRuntime(ReplayRuntime):
     input_ids: Any = None
 
 
-def output_pairs(output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
-    return named_arrays(output, Tensor, prefix)
-
-
-def input_pairs(args: tuple, kwargs: dict) -> List[Tuple[str, Any]]:
-    """``(name, array)`` for every array among the call's arguments."""
-    return named_inputs(args, kwargs, Tensor)
-
-
 class TinygradAdapter(BackendProtocol):
     """Fills the backend protocol for tinygrad."""
 
     refusal_codes = refusals.CODES
+    array_type = Tensor
     patches_process_wide = True
     grad_options_type = GradOptions
     module_root_description = "a callable object holding tinygrad Tensors or tinygrad.nn layers"
@@ -66,7 +56,8 @@ class TinygradAdapter(BackendProtocol):
             recorder.snapshot()
             self._declare(session, recorder, model, tree, mode)
             input_ids = [
-                recorder.input(name, tensor) for name, tensor in input_pairs(request.args, request.kwargs)
+                recorder.input(name, tensor)
+                for name, tensor in self.input_pairs(request.args, request.kwargs)
             ]
             reporter = CallReporter(tree, session, lambda output: self._ids(recorder, output))
             session.enter(0)
@@ -74,7 +65,7 @@ class TinygradAdapter(BackendProtocol):
                 recorder.install(patches)
                 reporter.install(patches)
                 output = model(*request.args, **request.kwargs)
-                outputs = [(name, recorder.value_id_of(tensor)) for name, tensor in output_pairs(output)]
+                outputs = [(name, recorder.value_id_of(tensor)) for name, tensor in self.output_pairs(output)]
             session.exit(0, [value_id for _, value_id in outputs if value_id is not None])
             for name, value_id in outputs:
                 if value_id is not None:
@@ -109,10 +100,9 @@ class TinygradAdapter(BackendProtocol):
         for address, owner, tensor, _trainable in tree.params:
             recorder.param(address, owner, tensor)
 
-    @staticmethod
-    def _ids(recorder: Recorder, output: Any) -> List[int]:
+    def _ids(self, recorder: Recorder, output: Any) -> List[int]:
         ids = []
-        for _, tensor in output_pairs(output):
+        for _, tensor in self.output_pairs(output):
             value_id = recorder.known.get(tensor.uop)
             if value_id is not None:
                 ids.append(value_id)
@@ -128,7 +118,7 @@ class TinygradAdapter(BackendProtocol):
         return model(*args, **kwargs)
 
     def output_leaves(self, output: Any) -> List[Any]:
-        return [tensor for _, tensor in output_pairs(output)]
+        return [tensor for _, tensor in self.output_pairs(output)]
 
     def realize(self, values: List[Any]) -> List[Any]:
         """Realizes lazy Tensors in one evaluation."""

@@ -27,7 +27,6 @@ from torchlens.adapter_kit.wrappers import Patches
 from torchlens.trace import Autograd
 
 from .capture import Recorder
-from .refusals import refuse
 
 
 @dataclass(frozen=True)
@@ -69,9 +68,6 @@ class _Hooks(kit.GradHooks):
     evidence = ("structural_match", "tinygrad_backward")
     loss_kind = "scalar tinygrad Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: output.sum())"
-
-    def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        return refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
         return _leaves(output)

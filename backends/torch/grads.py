@@ -20,7 +20,6 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.errors import BackendUnsupportedError
 from torchlens.trace import Autograd
 
 from .capture import flatten
@@ -33,10 +32,6 @@ class GradOptions(kit.GradOptions):
     floating output), which positional inputs get gradients (``input_grad_argnums``, keys
     ``inputs.<n>``; trainable parameters always do, keys ``params.<address>``), and whether to
     derive per-op gradients (at most ``max_intermediate_grads`` ops)."""
-
-
-def _refuse(message: str, code: str, remedy: str) -> BackendUnsupportedError:
-    return BackendUnsupportedError(message, code, remedy, framework="torch")
 
 
 def differentiable(value: Any) -> bool:
@@ -59,9 +54,6 @@ class _Hooks(kit.GradHooks):
     def __init__(self, trace: Any, request: Any, adapter: Any) -> None:
         super().__init__(trace, request.options.grad_options, adapter)
         self.request = request
-
-    def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        return _refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
         return [leaf for _, leaf in flatten(output, "")]

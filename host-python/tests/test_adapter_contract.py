@@ -12,6 +12,7 @@ import threading
 
 import numpy
 import pytest
+from backend_cases import backend_params, require_installed
 
 import torchlens as tl
 from torchlens.adapter_kit.derived_grads import GradOptions as KitGradOptions
@@ -22,22 +23,9 @@ from torchlens.errors import BackendUnsupportedError
 from torchlens.options import CaptureOptions
 
 
-def _registered(built: bool = True):
-    """The registered backends that are built (or, with ``built=False``, planned), each case
-    marked with the backend's name (``pytest -m jax`` runs JAX's cells of the shared contract)."""
-    return [
-        pytest.param(spec.name, marks=getattr(pytest.mark, spec.name.replace("-", "_")))
-        for spec in sorted(tl.backends.specs(), key=lambda spec: spec.name)
-        if (spec.adapter is not None) == built
-    ]
-
-
 def _built(name):
     spec = tl.backends.get_spec(name)
-    try:
-        tl.backends.require_framework(spec)
-    except BackendUnsupportedError as error:
-        pytest.skip(f"{name}: {error.message}")
+    require_installed(name)
     assert spec.example is not None, f"the {name} backend declares no example model for the contract tests"
     model, args = resolve_reference(spec.example)()
     return spec, tl.backends.get_backend(name), model, args
@@ -54,7 +42,7 @@ def _framework_namespace(spec):
     return {name: id(value) for name, value in vars(module).items()}
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_the_example_traces_validates_and_names_its_backend(name):
     spec, adapter, model, args = _built(name)
     trace = tl.trace(model, args, backend=name)
@@ -67,7 +55,7 @@ def test_the_example_traces_validates_and_names_its_backend(name):
         numpy.testing.assert_allclose(_host(adapter, op.out), _host(adapter, value), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_a_saved_file_loads_back_with_the_same_values(name, tmp_path):
     spec, adapter, model, args = _built(name)
     trace = tl.trace(model, args, backend=name)
@@ -82,7 +70,7 @@ def test_a_saved_file_loads_back_with_the_same_values(name, tmp_path):
     assert loaded.validation_replay_status.state == "unavailable"
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_a_saved_file_records_the_installed_framework_version(name, tmp_path):
     # The kit reads every backend's version the same way (MLX and tinygrad carry no
     # __version__, and their files used to say "unknown").
@@ -98,7 +86,7 @@ def test_a_saved_file_records_the_installed_framework_version(name, tmp_path):
     assert manifest["backend_version"] != "unknown"
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_a_narrow_save_keeps_exactly_the_matched_ops_and_the_leaves(name):
     spec, adapter, model, args = _built(name)
     full = tl.trace(model, args, backend=name)
@@ -114,7 +102,7 @@ def test_a_narrow_save_keeps_exactly_the_matched_ops_and_the_leaves(name):
 
 @pytest.mark.filterwarnings("ignore::torchlens.errors.CaptureUnverifiedWarning")
 @pytest.mark.parametrize("interruption", [RuntimeError, KeyboardInterrupt])
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_an_exception_inside_the_forward_leaves_nothing_behind(name, interruption):
     spec, adapter, model, args = _built(name)
     before = _framework_namespace(spec)
@@ -133,7 +121,7 @@ def test_an_exception_inside_the_forward_leaves_nothing_behind(name, interruptio
     assert tl.trace(model, args, backend=name).labels == expected
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_the_garbage_collector_is_paused_during_a_capture_and_restored_after(name):
     spec, adapter, model, args = _built(name)
     seen = []
@@ -153,7 +141,7 @@ def test_the_garbage_collector_is_paused_during_a_capture_and_restored_after(nam
         gc.enable()
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_a_dropped_trace_is_freed_at_once_after_its_ops_were_read(name):
     """Reference counting alone frees a trace whose ops, params and layers were read (no
     cycle between a trace and its cached ops), while an op kept past its trace still works."""
@@ -179,7 +167,7 @@ def test_a_dropped_trace_is_freed_at_once_after_its_ops_were_read(name):
 # A plain callable hides a module's parameters from adapters that find them on the root (the
 # NumPy adapter): that capture is honestly marked unverified, which is not what this test is about.
 @pytest.mark.filterwarnings("ignore::torchlens.errors.CaptureUnverifiedWarning")
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_another_thread_running_the_model_is_not_recorded(name):
     spec, adapter, model, args = _built(name)
     alone = tl.trace(lambda *inputs: model(*inputs), args, backend=name)
@@ -195,7 +183,7 @@ def test_another_thread_running_the_model_is_not_recorded(name):
     assert together.labels == alone.labels
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_every_action_applies_through_the_backend_hook_keeping_shape_and_dtype(name):
     spec, adapter, model, args = _built(name)
     value = adapter.output_leaves(adapter.reference_output(model, args, {}))[0]
@@ -217,7 +205,7 @@ def test_every_action_applies_through_the_backend_hook_keeping_shape_and_dtype(n
     numpy.testing.assert_allclose(_host(adapter, doubled), host * 2, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", backend_params())
 def test_a_list_argument_edited_after_the_call_still_validates(name):
     # MLX's nn.Upsample reshapes with a list and then edits that same list: replay must see the
     # list as it was when the op ran (the kit snapshots every mutable non-array argument).
@@ -249,7 +237,7 @@ def _deriving_gradients():
     """The registered built backends that derive gradients (``derived_grads``)."""
     return [
         case
-        for case in _registered()
+        for case in backend_params()
         if tl.backends.get_spec(case.values[0]).capabilities.get("derived_grads", False)
     ]
 
@@ -280,7 +268,7 @@ def test_the_kit_refuses_grad_options_a_backend_cannot_honour_before_the_model_r
     assert open_session_count() == 0
 
 
-@pytest.mark.parametrize("name", _registered(built=False))
+@pytest.mark.parametrize("name", backend_params(built=False))
 def test_a_planned_backend_refuses_before_anything_runs(name):
     calls = []
     with pytest.raises(BackendUnsupportedError) as caught:

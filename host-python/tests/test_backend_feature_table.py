@@ -7,41 +7,23 @@ from __future__ import annotations
 
 import conformance_paths  # noqa: F401
 import pytest
+from backend_cases import backend_params, require_installed
 
-import torchlens as tl
 from conformance.runner import run_suite
 from conformance.scorecard import load, main
-from torchlens.backends.registry import built_in_specs
 from torchlens.backends.scorecard import FEATURE_ROWS, feature_cell, record_for, task_cells
-from torchlens.errors import BackendUnsupportedError
 
 
-def _built():
-    # Paddle before TensorFlow: importing paddle after tensorflow crashes paddle's extension.
-    return [
-        pytest.param(spec.name, marks=getattr(pytest.mark, spec.name))
-        for spec in sorted(built_in_specs(), key=lambda spec: spec.name)
-        if spec.adapter is not None
-    ]
-
-
-def _installed(name):
-    try:
-        tl.backends.require_framework(tl.backends.get_spec(name))
-    except BackendUnsupportedError as error:
-        pytest.skip(f"{name}: {error.message}")
-
-
-@pytest.mark.parametrize("name", _built())
+@pytest.mark.parametrize("name", backend_params(built_in_only=True))
 def test_the_scorecard_check_passes(name, capsys):
-    _installed(name)
+    require_installed(name)
     status = main(["--backend", name, "--check"])
     assert status == 0, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", _built())
+@pytest.mark.parametrize("name", backend_params(built_in_only=True))
 def test_the_yes_and_partial_cells_pass_when_rerun(name):
-    _installed(name)
+    require_installed(name)
     _, record = record_for(load(name))
     run = run_suite(name)["cells"]
     rerun = 0

@@ -9,34 +9,22 @@ import dataclasses
 import conformance_paths  # noqa: F401
 import numpy as np
 import pytest
+from backend_cases import backend_params, require_installed
 
 import torchlens as tl
 from conformance.models import models_of
 from torchlens import CaptureOptions
-from torchlens.backends.registry import built_in_specs
 from torchlens.errors import BackendUnsupportedError
 
 
-def _built():
-    # Paddle before TensorFlow: importing paddle after tensorflow crashes paddle's extension.
-    return [
-        pytest.param(spec.name, marks=getattr(pytest.mark, spec.name))
-        for spec in sorted(built_in_specs(), key=lambda spec: spec.name)
-        if spec.adapter is not None
-    ]
-
-
 def _mlp(name):
-    try:
-        tl.backends.require_framework(tl.backends.get_spec(name))
-    except BackendUnsupportedError as error:
-        pytest.skip(f"{name}: {error.message}")
+    require_installed(name)
     models = models_of(name)
     model, args = next(standard for standard in models.models if standard.name == "mlp").build()
     return models, model, args
 
 
-@pytest.mark.parametrize("name", _built())
+@pytest.mark.parametrize("name", backend_params(built_in_only=True))
 def test_a_loss_that_is_not_a_scalar_is_refused_on_every_backend(name):
     models, model, args = _mlp(name)
     options = dataclasses.replace(models.grad_options(model, args), loss_fn=lambda output: output)
@@ -46,7 +34,7 @@ def test_a_loss_that_is_not_a_scalar_is_refused_on_every_backend(name):
     assert "scalar" in caught.value.message and caught.value.remedy
 
 
-@pytest.mark.parametrize("name", _built())
+@pytest.mark.parametrize("name", backend_params(built_in_only=True))
 def test_per_op_records_are_exact_and_name_their_checks_on_every_backend(name):
     models, model, args = _mlp(name)
     options = dataclasses.replace(models.grad_options(model, args), intermediate_grads=True)

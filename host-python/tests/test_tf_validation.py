@@ -18,6 +18,7 @@ import pytest
 import test_tf_capture
 
 import torchlens as tl
+from torchlens.adapter_kit.op_names import snake_case
 
 pytestmark = pytest.mark.tf
 
@@ -213,9 +214,8 @@ def test_a_keras_unet_with_conv2d_transpose_validates_without_ending_the_process
 def test_tensorflow_op_types_take_the_names_of_their_generated_functions(tf):
     # One normaliser for every backend: Conv2DBackpropInput is conv2d_backprop_input (a plain
     # regex made it conv2_dbackprop_input), as TensorFlow's generated gen_*_ops functions say.
+    # TensorFlow is imported inside the fixtures, never at collection (see the module's doc).
     from tensorflow.python.ops import gen_array_ops, gen_image_ops, gen_math_ops, gen_nn_ops
-
-    from torchlens.adapter_kit.op_names import snake_case
 
     generated = set()
     for module in (gen_array_ops, gen_image_ops, gen_math_ops, gen_nn_ops):

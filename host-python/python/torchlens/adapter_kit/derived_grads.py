@@ -30,11 +30,14 @@ import functools
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import CaptureError, DerivedGradUnavailableWarning, LimitExceededError
-from ..trace import Autograd, DerivedGrad
+from ..trace import Autograd, DerivedGrad, Trace
 from .replay import values_match
+
+if TYPE_CHECKING:  # the protocol module is not needed at run time here
+    from .protocol import BackendProtocol
 
 #: Why per-op derived gradients are absent (``trace.autograd.intermediate_unavailable``): the
 #: gradient pass ran a different graph, or did not reproduce the captured outputs.
@@ -86,7 +89,7 @@ class CapturedOp:
     key: Any = None
 
 
-def captured_ops(trace: Any, kinds: Tuple[str, ...] = ("compute", "literal_producer")) -> List[CapturedOp]:
+def captured_ops(trace: Trace, kinds: Tuple[str, ...] = ("compute", "literal_producer")) -> List[CapturedOp]:
     """The trace's ops of ``kinds``, each signed by its function and shape (what a shadow
     session records, see :meth:`ShadowSession.signature`)."""
     return [
@@ -170,7 +173,7 @@ class GradHooks:
     #: How to pass a valid loss.
     loss_remedy: str = "pass GradOptions(loss_fn=...) returning a scalar"
 
-    def __init__(self, trace: Any, options: Any, adapter: Any = None) -> None:
+    def __init__(self, trace: Trace, options: Any, adapter: Optional[BackendProtocol] = None) -> None:
         self.trace = trace
         self.options = options
         self.adapter = adapter if adapter is not None else trace._backend
@@ -178,8 +181,8 @@ class GradHooks:
     # ---- the framework's pieces ----------------------------------------------------------------
 
     def refuse(self, message: str, code: str, remedy: str) -> Exception:
-        """The backend's typed refusal."""
-        raise NotImplementedError
+        """The backend's typed refusal (its protocol's :meth:`BackendProtocol.refuse`)."""
+        return self.adapter.refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
         """The arrays of a call's output, in the captured outputs' order."""

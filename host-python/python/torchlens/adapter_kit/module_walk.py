@@ -12,7 +12,10 @@ The framework supplies only predicates and child listings."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Tuple
+
+if TYPE_CHECKING:  # only named in a signature
+    from .session import CaptureSession
 
 #: ``children(module)`` → ``(attribute name, child module)`` pairs, in the framework's order.
 Children = Callable[[Any], Iterable[Tuple[str, Any]]]
@@ -50,7 +53,7 @@ class ModuleWalk:
         return self.addresses[id(self.modules[module_id][1])][0]
 
     def declare(
-        self, session: Any, is_container: Callable[[Any], bool], training: Callable[[Any], bool]
+        self, session: CaptureSession, is_container: Callable[[Any], bool], training: Callable[[Any], bool]
     ) -> None:
         """Reports every module to the capture session (shared ones once, with all addresses)."""
         for module_id, (_prefix, module) in enumerate(self.modules):

@@ -3,7 +3,11 @@ function name a trace records (``Conv2DBackpropInput`` → ``conv2d_backprop_inp
 
 from __future__ import annotations
 
+import functools
 
+
+# Called for every recorded op: a framework has a few hundred op types, so each is worked out once.
+@functools.lru_cache(maxsize=4096)
 def snake_case(name: str) -> str:
     """``name`` in snake case, the way TensorFlow names an op type's generated Python function:
     an underscore goes before a capital that follows a lower-case letter, or that starts a

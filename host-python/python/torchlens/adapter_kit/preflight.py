@@ -12,10 +12,15 @@ and before any side effect (the spec's "typed refusals"):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from .request import CaptureRequest
+
+if TYPE_CHECKING:  # the protocol calls this module: a runtime import would be a cycle
+    from .protocol import BackendProtocol
 
 
-def check_request(adapter: Any, request: Any) -> None:
+def check_request(adapter: BackendProtocol, request: CaptureRequest) -> None:
     """Raises the adapter's typed refusal for a request the kit rules out; returns otherwise."""
     name = adapter.name
     grad_options = request.options.grad_options

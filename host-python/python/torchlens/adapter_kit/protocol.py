@@ -13,7 +13,8 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 from ..errors import BackendUnsupportedError
 from . import array_codec, framework_version
 from .preflight import check_request
-from .request import SaveRequest
+from .request import CaptureRequest, SaveRequest
+from .structures import named_arrays, named_inputs
 from .wrappers import takes_turns
 
 
@@ -69,7 +70,7 @@ class BackendProtocol(ABC):
         (``object_module``). The default: none is."""
         return False
 
-    def module_identity_mode(self, request: Any) -> str:
+    def module_identity_mode(self, request: CaptureRequest) -> str:
         """The request's ``module_identity_mode``, resolved the same way on every backend:
         ``object_module`` for a module root and ``function_root`` otherwise when unset;
         ``object_module`` asked of a root that is no module refuses (``option_unsupported``)."""
@@ -87,7 +88,7 @@ class BackendProtocol(ABC):
 
     # ---- derived gradients --------------------------------------------------------------------
 
-    def grad_input(self, request: Any, position: int) -> Any:
+    def grad_input(self, request: CaptureRequest, position: int) -> Any:
         """The input ``GradOptions.input_grad_argnums`` position ``position`` names (None when
         there is none). Positions count the call's positional arguments; a backend whose first
         argument is not an input (JAX's parameter pytree) shifts them."""
@@ -144,6 +145,19 @@ class BackendProtocol(ABC):
     @abstractmethod
     def output_leaves(self, output: Any) -> List[Any]:
         """The arrays of a returned structure, in the order the capture reports outputs."""
+
+    #: The framework's array type, by which the kit names a call's inputs and outputs
+    #: (:meth:`input_pairs`, :meth:`output_pairs`).
+    array_type: Optional[type] = None
+
+    def input_pairs(self, args: tuple, kwargs: Mapping[str, Any]) -> List[Tuple[str, Any]]:
+        """``(name, array)`` for every array among a call's arguments (``inputs.0``,
+        ``inputs.mask``)."""
+        return named_inputs(args, dict(kwargs), self.array_type)
+
+    def output_pairs(self, output: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
+        """``(name, array)`` for every array of a returned structure (tuples, lists, dicts)."""
+        return named_arrays(output, self.array_type, prefix)
 
     def reference_of(self, request: Any) -> Callable[[], List[Any]]:
         """What replay validation compares the trace's outputs with: the request's model run

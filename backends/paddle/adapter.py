@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, Dict, List
 
 from . import refusals
 
@@ -14,25 +12,16 @@ refusals.check_import_order()
 import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches  # noqa: E402
+from torchlens.adapter_kit import BackendProtocol  # noqa: E402
 from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
-from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime  # noqa: E402
+from torchlens.adapter_kit.capture_pipeline import CaptureHooks  # noqa: E402
+from torchlens.adapter_kit.replay import ReplayRecord  # noqa: E402
 from torchlens.errors import PayloadModifiedError  # noqa: E402
 
 from .capture import Recorder, tensors_of  # noqa: E402
 from .dtypes import neutral_name, paddle_dtype  # noqa: E402
-from .grads import GradOptions, derive, floating  # noqa: E402
-
-
-@dataclass
-class PaddleRuntime(ReplayRuntime):
-    """Runtime-only data of a live trace (never saved): what replay reads, plus the call that
-    derived gradients run again."""
-
-    model: Any = None
-    args: tuple = ()
-    kwargs: Any = None
-    param_addresses: Any = None
+from .edits import LiveEdits, apply_natively  # noqa: E402
+from .grads import GradHooks, GradOptions, floating  # noqa: E402
 
 
 class _VersionGuard:
@@ -54,6 +43,39 @@ class _VersionGuard:
             )
 
 
+class PaddleCapture(CaptureHooks):
+    """The Paddle side of the kit's capture pipeline: wrapped kernels, tensor methods and
+    ``Layer.__call__``; saved values are the model's own tensors, guarded by their versions."""
+
+    live_edits_type = LiveEdits
+
+    def check(self) -> None:
+        refusals.root(self.model)
+
+    def make_recorder(self) -> Recorder:
+        recorder = Recorder(self.session, self.patches)
+        versions = recorder.versions
+
+        def hold(value_id: int, value: Any) -> Any:
+            versions[value_id] = value._inplace_version()
+            return value
+
+        self.session.hold = hold
+        return recorder
+
+    def install(self) -> None:
+        self.recorder.install(self.patches)
+
+    def root_call_reported(self) -> bool:
+        return self.mode == "object_module"  # Layer.__call__ reports the root layer's call
+
+    def provenance(self) -> Dict[str, str]:
+        return {"paddle_aliases": str(self.recorder.aliases)} if self.recorder.aliases else {}
+
+    def payload_guard(self) -> Any:
+        return _VersionGuard(self.recorder.versions)
+
+
 class PaddleAdapter(BackendProtocol):
     """Fills the backend protocol for PaddlePaddle dygraph."""
 
@@ -61,85 +83,9 @@ class PaddleAdapter(BackendProtocol):
     array_type = paddle.Tensor
     patches_process_wide = True
     grad_options_type = GradOptions
+    grad_hooks_type = GradHooks
+    capture_hooks = PaddleCapture
     module_root_description = "a paddle.nn.Layer root"
-
-    # ---- capture -------------------------------------------------------------------------------
-
-    def capture(self, request: CaptureRequest) -> Any:
-        options = request.options
-        grad_options = options.grad_options
-        model = request.model
-        refusals.root(model)
-        mode = self.module_identity_mode(request)
-        edits = None
-        if request.interventions or request.stop_after is not None:
-            from .edits import LiveEdits
-
-            edits = LiveEdits(request, self)
-        with CaptureSession(request) as session, Patches() as patches:
-            recorder = Recorder(session, patches)
-            versions = recorder.versions
-
-            def hold(value_id: int, value: Any) -> Any:
-                versions[value_id] = value._inplace_version()
-                return value
-
-            session.hold = hold
-            if mode == "object_module":
-                recorder.declare_layers(model)
-            else:
-                name = getattr(model, "__name__", type(model).__name__)
-                session.module(0, ["self"], name, False, False)
-                recorder.module_ids[id(model)] = 0
-            session.extra("provenance.module_identity_mode", mode)
-            session.extra("provenance.param_source", "module" if recorder.params else "none")
-            for name, tensor in self.input_pairs(request.args, request.kwargs):
-                recorder.input(name, tensor)
-            if edits is not None:
-                edits.attach(session, recorder)
-            recorder.install(patches)
-            stopped = False
-            if mode == "object_module":
-                try:
-                    output = model(*request.args, **request.kwargs)
-                except _stop_signal() as signal:
-                    stopped, output = True, signal
-            else:
-                session.enter(0)
-                try:
-                    output = model(*request.args, **request.kwargs)
-                except _stop_signal() as signal:
-                    stopped, output = True, signal
-                if not stopped:
-                    output = recorder.exit(0, output)
-            patches.restore_all()
-            if stopped:
-                edits.finish_stopped(session, output)
-            else:
-                for name, tensor in self.output_pairs(output):
-                    value_id = recorder.known_id(tensor)
-                    if value_id is None:
-                        value_id = recorder.id_of(tensor)
-                    session.output(name, value_id)
-            if recorder.aliases:
-                session.extra("provenance.paddle_aliases", str(recorder.aliases))
-            runtime = PaddleRuntime(
-                records=recorder.records,
-                reference=self.reference_of(request),
-                params=recorder.params,
-                param_dtypes=recorder.param_dtypes,
-                values=recorder.values,
-                model=model,
-                args=request.args,
-                kwargs=request.kwargs,
-            )
-            if edits is not None:
-                edits.prepare_runtime(runtime)
-            trace = session.finish(self, runtime=runtime, payload_guard=_VersionGuard(versions))
-        trace.options = dataclasses.replace(options, module_identity_mode=mode)
-        if grad_options is not None:
-            trace.autograd = derive(trace, grad_options)
-        return trace
 
     def is_module_root(self, model: Any) -> bool:
         return isinstance(model, paddle.nn.Layer)
@@ -179,8 +125,6 @@ class PaddleAdapter(BackendProtocol):
     def apply_action(self, action: Any, value: Any) -> Any:
         """Zero-ablate, scale, add and replace-with computed natively on the tensor; a raw
         callable runs on the ``paddle.Tensor`` itself; other helpers compute on a host copy."""
-        from .edits import apply_natively
-
         return apply_natively(self, action, value)
 
     # ---- payload codec ----------------------------------------------------------------------------
@@ -205,9 +149,3 @@ class PaddleAdapter(BackendProtocol):
         if record.output_index is None:
             return result
         return tensors_of(result)[record.output_index]
-
-
-def _stop_signal() -> Any:
-    from .edits import StopSignal
-
-    return StopSignal

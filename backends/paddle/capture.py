@@ -16,10 +16,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import paddle
 
-from torchlens.adapter_kit.live_edits import LiveEditHost
-from torchlens.adapter_kit.module_walk import ModuleWalk
-from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
-from torchlens.adapter_kit.structures import arrays_in, substitute
+from torchlens.adapter_kit.recorder import Recorder as KitRecorder
+from torchlens.adapter_kit.replay import ReplayRecord, argument_template
+from torchlens.adapter_kit.structures import arrays_in
 
 from . import inventory, refusals
 from .dtypes import neutral_name
@@ -73,43 +72,48 @@ def op_name(name: str) -> str:
     return name
 
 
-class Recorder(LiveEditHost):
+class Recorder(KitRecorder):
     """State of one Paddle capture around a session (the real capture session, or a shadow one
-    for the gradient pass)."""
+    for the gradient pass): the kit's recorder, with Paddle's tags and kernels."""
+
+    array_type = Tensor
 
     def __init__(self, session: Any, patches: Any) -> None:
+        super().__init__(session, patches.owner_thread)
         self.serial = next(_SERIALS)
-        self.session = session
         self.patches = patches
-        self.owner_thread = patches.owner_thread
-        #: Nesting of wrapped calls: only the outermost call records.
-        self.depth = 0
-        self.module_ids: Dict[int, int] = {}
-        self.buffer_addresses: Dict[int, str] = {}
-        #: Value id → parameter tensor (replay reads the live parameter).
-        self.params: Dict[int, Any] = {}
-        self.param_dtypes: Dict[int, str] = {}
-        #: Value id → every recorded value (runtime-only: replay reads these whatever save= keeps).
-        self.values: Dict[int, Any] = {}
-        #: Value id → how replay re-runs the op that produced it.
-        self.records: Dict[int, ReplayRecord] = {}
-        #: Called on every op output before the caller sees it: ``(func, value id, value) ->
-        #: value`` (live edits); None when the capture edits nothing.
-        self.on_output: Optional[Callable[[str, int, Any], Any]] = None
-        #: Called after each module call exits: ``(module id, value ids)``.
-        self.on_exit: Optional[Callable[[int, List[int]], None]] = None
         self.aliases = 0
         #: Value id → inplace version of the payload when it was held.
         self.versions: Dict[int, int] = {}
-        #: Module id → its primary address.
-        self.addresses: Dict[int, str] = {0: "self"}
 
-    # ---- ids ---------------------------------------------------------------------------------
+    # ---- Paddle's facts ---------------------------------------------------------------------------
 
-    def tag(self, tensor: Any) -> int:
-        value_id = self.session.new_value_id()
-        setattr(tensor, ID_ATTRIBUTE, (self.serial, value_id))
-        return value_id
+    def dtype_of(self, value: Any) -> str:
+        return neutral_name(value.dtype)
+
+    def module_children(self, layer: Any) -> Any:
+        return layer._sub_layers.items()
+
+    def owned_params(self, layer: Any) -> Any:
+        return layer._parameters.items()
+
+    def owned_buffers(self, layer: Any) -> Any:
+        return layer._buffers.items()
+
+    def is_container(self, layer: Any) -> bool:
+        return isinstance(layer, _CONTAINERS)
+
+    def is_trainable(self, param: Any) -> bool:
+        return not param.stop_gradient
+
+    def outside_value(self, value: Any) -> Any:
+        # Paddle tensors change in place: a value from outside is kept as a copy.
+        return value.detach().clone()
+
+    # ---- ids: a (capture serial, value id) tag on the tensor ---------------------------------------
+
+    def retag(self, value_id: int, value: Any) -> None:
+        setattr(value, ID_ATTRIBUTE, (self.serial, value_id))
 
     def tag_lasting(self, tensor: Any) -> int:
         """Tags a tensor that outlives the capture (parameter, buffer, input, output): the tag
@@ -121,53 +125,12 @@ class Recorder(LiveEditHost):
         tag = getattr(tensor, ID_ATTRIBUTE, None)
         return tag[1] if tag is not None and tag[0] == self.serial else None
 
-    def quiet(self) -> Any:
-        """A block in which the wrappers pass through (copies and host reads the capture makes
-        itself)."""
-        recorder = self
-
-        class _Quiet:
-            def __enter__(self) -> None:
-                recorder.depth += 1
-
-            def __exit__(self, *exc: Any) -> None:
-                recorder.depth -= 1
-
-        return _Quiet()
-
-    def id_of(self, tensor: Any) -> int:
-        value_id = self.known_id(tensor)
-        if value_id is not None:
-            return value_id
-        # Not produced inside the forward: a layer buffer, or a constant from outside.
-        value_id = self.tag_lasting(tensor)
-        with self.quiet():
-            copy = tensor.detach().clone()
-        self.values[value_id] = copy
-        shape, dtype = tuple(tensor.shape), neutral_name(tensor.dtype)
-        address = self.buffer_addresses.get(id(tensor))
-        if address is not None:
-            self.session.buffer(address, value_id, copy, shape, dtype)
-        else:
-            self.session.constant(value_id, copy, shape, dtype)
-        return value_id
-
     def adopt(self, value_id: int, tensor: Any) -> None:
-        """``tensor`` replaces the value ``value_id`` (a live edit): it carries the id, is the
-        value replay and the payload read, and is what flows downstream."""
-        setattr(tensor, ID_ATTRIBUTE, (self.serial, value_id))
-        self.values[value_id] = tensor
         if value_id in self.session.payloads:
             self.versions[value_id] = tensor._inplace_version()
-            self.session.replace_payload(value_id, tensor)
+        super().adopt(value_id, tensor)
 
-    def module_stack(self) -> List[str]:
-        """Addresses of the module calls open now, outermost first."""
-        return [
-            self.addresses.get(module_id, str(module_id))
-            for module_id, calls in self.session.open_calls.items()
-            if calls and module_id in self.addresses and module_id != 0
-        ]
+    # ---- live edits' host ---------------------------------------------------------------------------
 
     def value_facts(self, value: Any) -> Dict[str, Any]:
         scalar_bool = value.dtype == paddle.bool and int(value.size) == 1
@@ -179,64 +142,11 @@ class Recorder(LiveEditHost):
             "bool_value": bool(value.item()) if scalar_bool else None,
         }
 
-    def is_value(self, value: Any) -> bool:
-        return isinstance(value, paddle.Tensor)
-
     def same_dtype(self, new: Any, like: Any) -> Any:
         return new if new.dtype == like.dtype else new.astype(like.dtype)
 
     def copy(self, value: Any) -> Any:
         return value.clone()
-
-    def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
-        value_id = self.id_of(tensor)
-        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
-
-    # ---- model structure ----------------------------------------------------------------------
-
-    def declare_layers(self, model: Any) -> None:
-        """Declares every layer of a root Layer (shared ones once, with all their addresses), its
-        parameters and buffers. The root is module 0, ``self``."""
-        walk = ModuleWalk(model, lambda layer: layer._sub_layers.items())
-        walk.declare(
-            self.session, lambda layer: isinstance(layer, _CONTAINERS), lambda layer: bool(layer.training)
-        )
-        self.module_ids.update(walk.module_ids)
-        for module_id in range(len(walk.modules)):
-            self.addresses[module_id] = walk.primary_address(module_id)
-        for address, module_id, param in walk.owned(lambda layer: layer._parameters.items()):
-            self.param(address, module_id, param)
-        for address, _module_id, buffer in walk.owned(lambda layer: layer._buffers.items()):
-            self.buffer_addresses[id(buffer)] = address
-
-    def param(self, address: str, module_id: int, param: Any) -> int:
-        value_id = self.tag_lasting(param)
-        self.params[value_id] = param
-        dtype = neutral_name(param.dtype)
-        self.param_dtypes[value_id] = dtype
-        self.session.param(value_id, address, module_id, tuple(param.shape), dtype, not param.stop_gradient)
-        return value_id
-
-    def input(self, name: str, tensor: Any) -> Optional[int]:
-        if self.known_id(tensor) is not None:
-            return self.known_id(tensor)
-        value_id = self.tag_lasting(tensor)
-        self.values[value_id] = tensor
-        self.session.input(name, value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
-        return value_id
-
-    def module_id(self, layer: Any) -> int:
-        module_id = self.module_ids.get(id(layer))
-        if module_id is None:
-            # A layer built during the forward (or not reachable from the root): its own address.
-            module_id = len(self.module_ids) if self.module_ids else 1
-            while module_id in self.module_ids.values():
-                module_id += 1
-            self.module_ids[id(layer)] = module_id
-            address = f"{type(layer).__name__.lower()}_unregistered_{module_id}"
-            self.addresses[module_id] = address
-            self.session.module(module_id, [address], type(layer).__name__, False, bool(layer.training))
-        return module_id
 
     # ---- wrappers -----------------------------------------------------------------------------
 
@@ -267,14 +177,18 @@ class Recorder(LiveEditHost):
         _ACTIVE.append(self)
         patches.on_exit(lambda: _ACTIVE.remove(self))
         for name in surface["tensor_ops"]:
-            patches.wrap(Tensor, name, self._op_wrapper(name))
+            patches.wrap(Tensor, name, self.op_wrapper(op_name(name)))
         for name in surface["tensor_in_place"]:
-            patches.wrap(Tensor, name, self._refusing(lambda name=name: refusals.in_place(f"Tensor.{name}")))
+            patches.wrap(
+                Tensor, name, self.refusing_wrapper(lambda name=name: refusals.in_place(f"Tensor.{name}"))
+            )
         for name in surface["tensor_escapes"]:
-            patches.wrap(Tensor, name, self._refusing(lambda name=name: refusals.escape(f"Tensor.{name}")))
+            patches.wrap(
+                Tensor, name, self.refusing_wrapper(lambda name=name: refusals.escape(f"Tensor.{name}"))
+            )
         for name in inventory.TENSOR_QUIET:
-            patches.wrap(Tensor, name, self._quiet_wrapper)
-        patches.wrap(paddle.nn.Layer, "__call__", self._layer_wrapper)
+            patches.wrap(Tensor, name, self.quiet_wrapper)
+        patches.wrap(paddle.nn.Layer, "__call__", self.module_call_wrapper)
 
     def kernel(self, kind: str, name: str, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """One call of a wrapped kernel on the capturing thread."""
@@ -294,80 +208,6 @@ class Recorder(LiveEditHost):
         finally:
             self.depth -= 1
         return self.record(op_name(name), original, args, kwargs, out)
-
-    def _refusing(self, error: Callable[[], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        recorder = self
-
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def refused(*args: Any, **kwargs: Any) -> Any:
-                if recorder.depth:
-                    return original(*args, **kwargs)
-                raise error()
-
-            return refused
-
-        return make
-
-    def _quiet_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
-
-        def quiet(*args: Any, **kwargs: Any) -> Any:
-            with recorder.quiet():
-                return original(*args, **kwargs)
-
-        return quiet
-
-    def _op_wrapper(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """The wrapper of a C++ tensor method that computes a new tensor."""
-        recorder = self
-        func = op_name(name)
-
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapped(*args: Any, **kwargs: Any) -> Any:
-                if recorder.depth:
-                    return original(*args, **kwargs)
-                recorder.depth += 1
-                try:
-                    out = original(*args, **kwargs)
-                finally:
-                    recorder.depth -= 1
-                return recorder.record(func, original, args, kwargs, out)
-
-            return wrapped
-
-        return make
-
-    def _layer_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
-
-        def call(layer: Any, *args: Any, **kwargs: Any) -> Any:
-            if recorder.depth:
-                return original(layer, *args, **kwargs)
-            module_id = recorder.module_id(layer)
-            recorder.session.enter(module_id)
-            output = original(layer, *args, **kwargs)
-            return recorder.exit(module_id, output)
-
-        return call
-
-    def exit(self, module_id: int, output: Any) -> Any:
-        """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
-        may replace outputs)."""
-        known = [
-            (value_id, tensor)
-            for tensor in tensors_of(output)
-            if (value_id := self.known_id(tensor)) is not None
-        ]
-        ids = [value_id for value_id, _ in known]
-        values = [tensor for _, tensor in known]
-        self.session.exit(module_id, ids, values)
-        if self.on_exit is None:
-            return output
-        replaced = self.on_exit(module_id, ids, values)
-        if not replaced:
-            return output
-        by_object = {id(tensor): replaced[value_id] for value_id, tensor in known if value_id in replaced}
-        return substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -405,19 +245,7 @@ class Recorder(LiveEditHost):
                 call, func, template, keyword_template, None if single else index
             )
         self.session.op(func, parents, outputs)
-        if self.on_output is None:
-            return out
-        return self._edited(func, out, outputs)
-
-    def _edited(self, func: str, out: Any, outputs: List[Tuple[int, Any, Any, str]]) -> Any:
-        replaced: Dict[int, Any] = {}
-        for value_id, value, _shape, _dtype in outputs:
-            new = self.on_output(func, value_id, value)
-            if new is not value:
-                replaced[id(value)] = new
-        if not replaced:
-            return out
-        return substitute(out, replaced)
+        return self.edited_outputs(func, out, outputs)
 
 
 #: Recorders of the captures running now (captures take turns across threads; a capture

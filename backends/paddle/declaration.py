@@ -39,7 +39,7 @@ SPEC = BackendSpec(
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.paddle.adapter:PaddleAdapter.capture"),
-        "derived_grads": implemented_by("torchlens.backends.paddle.grads:derive"),
+        "derived_grads": implemented_by("torchlens.backends.paddle.grads:GradHooks"),
         "intervene": implemented_by("torchlens.backends.paddle.edits:LiveEdits"),
         "stop_after": implemented_by("torchlens.backends.paddle.edits:LiveEdits"),
     },

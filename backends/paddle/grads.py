@@ -23,7 +23,6 @@ import paddle
 
 from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.trace import Autograd
 
 from .capture import Recorder, tensors_of
 
@@ -75,7 +74,9 @@ def _grad(loss: Any, targets: List[Any]) -> List[Any]:
     return paddle.grad([loss], targets, allow_unused=True) if targets else []
 
 
-class _Hooks(kit.GradHooks):
+class GradHooks(kit.GradHooks):
+    """Paddle's value-and-grad for the kit's gradient driver."""
+
     evidence = ("structural_match", "paddle_grad")
     loss_kind = "scalar paddle.Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: paddle.sum(output))"
@@ -112,7 +113,7 @@ class _Hooks(kit.GradHooks):
         with Patches() as patches:
             recorder = Recorder(shadow, patches)
             if isinstance(runtime.model, paddle.nn.Layer):
-                recorder.declare_layers(runtime.model)
+                recorder.declare_modules(runtime.model)
             recorder.install(patches)
             output = runtime.model(*call_args, **runtime.kwargs)
         loss = loss_of(output)
@@ -121,8 +122,3 @@ class _Hooks(kit.GradHooks):
         for index, grad in zip(wanted, _grad(loss, [shadow.ops[index][4] for index in wanted])):
             op_grads[index] = grad
         return kit.GradPass(outputs=tensors_of(output), replayed=shadow.signature(), op_grads=op_grads)
-
-
-def derive(trace: Any, options: GradOptions) -> Autograd:
-    """The derived gradients of a live trace (``CaptureOptions(grad_options=...)``)."""
-    return kit.derive(_Hooks(trace, options))

@@ -2,34 +2,88 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, Dict, List
 
 import numpy as np
 from tinygrad import Tensor
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
+from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.array_codec import is_bit_carrier
-from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
+from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import refusals
 from .capture import Recorder, training_mode
 from .dtypes import neutral_name, tinygrad_dtype
-from .grads import GradOptions, derive, floating
+from .grads import GradHooks, GradOptions, floating
 from .modules import CallReporter, ModuleTree, discover, has_module_state
 
 
 @dataclass
-class TinygradRuntime(ReplayRuntime):
-    """Runtime-only data of a live trace (never saved): what replay reads, plus the call that
-    derived gradients run again."""
+class TinygradRuntime(CallRuntime):
+    """Runtime-only data of a live trace: the kit's, plus the module tree and input ids the
+    gradient passes read."""
 
-    model: Any = None
-    args: tuple = ()
-    kwargs: Any = None
     tree: Any = None
     input_ids: Any = None
+
+
+class TinygradCapture(CaptureHooks):
+    """The tinygrad side of the kit's capture pipeline: a UOp recorder, realized once."""
+
+    runtime_type = TinygradRuntime
+
+    def check(self) -> None:
+        refusals.check_root(self.model)
+
+    def make_recorder(self) -> Recorder:
+        recorder = Recorder(self.session)
+        recorder.snapshot()
+        return recorder
+
+    def declare_modules(self) -> None:
+        model, mode, session = self.model, self.mode, self.session
+        self.tree = tree = discover(model) if mode == "object_module" else ModuleTree()
+        self.input_ids: List[int] = []
+        name = type(model).__name__ if mode == "object_module" else getattr(model, "__name__", "function")
+        session.module(0, ["self"], name, False, training_mode())
+        for record in tree.modules[1:]:
+            session.module(record.module_id, record.addresses, record.class_name, record.container, False)
+        for address, owner, tensor, _trainable in tree.params:
+            self.recorder.param(address, owner, tensor)
+
+    def declare_input(self, name: str, value: Any) -> None:
+        self.input_ids.append(self.recorder.input(name, value))
+
+    def install(self) -> None:
+        recorder = self.recorder
+        recorder.install(self.patches)
+        CallReporter(self.tree, self.session, self._known_ids).install(self.patches)
+
+    def _known_ids(self, output: Any) -> List[int]:
+        known = self.recorder.known
+        found = (known.get(tensor.uop) for _, tensor in self.adapter.output_pairs(output))
+        return [value_id for value_id in found if value_id is not None]
+
+    def exit_root(self, output: Any) -> Any:
+        # Output ids are read under the wrappers: a literal output is recorded as its own op.
+        self.outputs = [
+            (name, self.recorder.value_id_of(tensor)) for name, tensor in self.adapter.output_pairs(output)
+        ]
+        self.session.exit(0, [value_id for _, value_id in self.outputs if value_id is not None])
+        return output
+
+    def declare_outputs(self, output: Any) -> None:
+        for name, value_id in self.outputs:
+            if value_id is not None:
+                self.session.output(name, value_id)
+
+    def realize_all(self) -> None:
+        self.recorder.realize_all(Tensor.realize)
+
+    def runtime_fields(self) -> Dict[str, Any]:
+        return {"tree": self.tree, "input_ids": self.input_ids}
 
 
 class TinygradAdapter(BackendProtocol):
@@ -39,74 +93,9 @@ class TinygradAdapter(BackendProtocol):
     array_type = Tensor
     patches_process_wide = True
     grad_options_type = GradOptions
+    grad_hooks_type = GradHooks
+    capture_hooks = TinygradCapture
     module_root_description = "a callable object holding tinygrad Tensors or tinygrad.nn layers"
-
-    # ---- capture -------------------------------------------------------------------------------
-
-    def capture(self, request: CaptureRequest) -> Any:
-        options = request.options
-        grad_options = options.grad_options
-        model = request.model
-        refusals.check_root(model)
-        mode = self.module_identity_mode(request)
-        tree = discover(model) if mode == "object_module" else ModuleTree()
-        realize = Tensor.realize
-        with CaptureSession(request) as session:
-            recorder = Recorder(session)
-            recorder.snapshot()
-            self._declare(session, recorder, model, tree, mode)
-            input_ids = [
-                recorder.input(name, tensor)
-                for name, tensor in self.input_pairs(request.args, request.kwargs)
-            ]
-            reporter = CallReporter(tree, session, lambda output: self._ids(recorder, output))
-            session.enter(0)
-            with Patches() as patches:
-                recorder.install(patches)
-                reporter.install(patches)
-                output = model(*request.args, **request.kwargs)
-                outputs = [(name, recorder.value_id_of(tensor)) for name, tensor in self.output_pairs(output)]
-            session.exit(0, [value_id for _, value_id in outputs if value_id is not None])
-            for name, value_id in outputs:
-                if value_id is not None:
-                    session.output(name, value_id)
-            # Realize-once: every recorded value in one evaluation, before any payload is read.
-            recorder.realize_all(realize)
-            runtime = TinygradRuntime(
-                records=recorder.records,
-                reference=self.reference_of(request),
-                params=recorder.params,
-                param_dtypes=recorder.param_dtypes,
-                values=recorder.values,
-                model=model,
-                args=request.args,
-                kwargs=request.kwargs,
-                tree=tree,
-                input_ids=input_ids,
-            )
-            trace = session.finish(self, runtime=runtime)
-        trace.options = dataclasses.replace(options, module_identity_mode=mode)
-        if grad_options is not None:
-            trace.autograd = derive(trace, grad_options)
-        return trace
-
-    def _declare(self, session: Any, recorder: Recorder, model: Any, tree: ModuleTree, mode: str) -> None:
-        name = type(model).__name__ if mode == "object_module" else getattr(model, "__name__", "function")
-        session.module(0, ["self"], name, False, training_mode())
-        for record in tree.modules[1:]:
-            session.module(record.module_id, record.addresses, record.class_name, record.container, False)
-        session.extra("provenance.module_identity_mode", mode)
-        session.extra("provenance.param_source", "module" if tree.params else "none")
-        for address, owner, tensor, _trainable in tree.params:
-            recorder.param(address, owner, tensor)
-
-    def _ids(self, recorder: Recorder, output: Any) -> List[int]:
-        ids = []
-        for _, tensor in self.output_pairs(output):
-            value_id = recorder.known.get(tensor.uop)
-            if value_id is not None:
-                ids.append(value_id)
-        return ids
 
     def is_module_root(self, model: Any) -> bool:
         return has_module_state(model)

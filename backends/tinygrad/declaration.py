@@ -64,7 +64,7 @@ SPEC = BackendSpec(
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.tinygrad.adapter:TinygradAdapter.capture"),
-        "derived_grads": implemented_by("torchlens.backends.tinygrad.grads:derive"),
+        "derived_grads": implemented_by("torchlens.backends.tinygrad.grads:GradHooks"),
     },
     option_values={
         "module_identity_mode": ("function_root", "object_module"),

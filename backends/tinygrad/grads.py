@@ -24,7 +24,6 @@ from tinygrad import Tensor, dtypes
 from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.trace import Autograd
 
 from .capture import Recorder
 
@@ -64,7 +63,9 @@ class _Bracket:
             tensor.grad = grad
 
 
-class _Hooks(kit.GradHooks):
+class GradHooks(kit.GradHooks):
+    """tinygrad's value-and-grad for the kit's gradient driver."""
+
     evidence = ("structural_match", "tinygrad_backward")
     loss_kind = "scalar tinygrad Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: output.sum())"
@@ -131,8 +132,3 @@ class _Hooks(kit.GradHooks):
             replayed=shadow.signature(),
             op_grads=[grads.get(op[0]) for op in shadow.ops],
         )
-
-
-def derive(trace: Any, options: GradOptions) -> Autograd:
-    """The derived gradients of a live trace (``CaptureOptions(grad_options=...)``)."""
-    return kit.derive(_Hooks(trace, options))

@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from abc import ABC, abstractmethod
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Type
 
 from ..errors import BackendUnsupportedError
 from . import array_codec, framework_version
+from .capture_pipeline import CaptureHooks, run_capture
 from .preflight import check_request
 from .request import CaptureRequest, SaveRequest
 from .structures import named_arrays, named_inputs
@@ -50,9 +51,20 @@ class BackendProtocol(ABC):
     #: gradients. A request's ``grad_options`` of another type refuses in the kit's preflight.
     grad_options_type: Optional[type] = None
 
+    #: The backend's :class:`~torchlens.adapter_kit.capture_pipeline.CaptureHooks` type: with
+    #: it, ``capture`` is the kit's pipeline (a backend that captures otherwise, by tracing a
+    #: program, overrides ``capture`` itself).
+    capture_hooks: Optional[Type[CaptureHooks]] = None
+
+    #: The backend's :class:`~torchlens.adapter_kit.derived_grads.GradHooks` type (its
+    #: framework's value-and-grad for the kit's gradient driver).
+    grad_hooks_type: Optional[type] = None
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own_capture = cls.__dict__.get("capture")
+        if own_capture is None and "capture_hooks" in cls.__dict__:
+            own_capture = BackendProtocol.capture
         if own_capture is None:
             return
         # Every capture passes the kit's preflight first (typed refusals before side effects);
@@ -133,10 +145,15 @@ class BackendProtocol(ABC):
 
     # ---- capture -------------------------------------------------------------------------------
 
-    @abstractmethod
     def capture(self, request: Any) -> Any:
         """Runs one checked :class:`~torchlens.adapter_kit.CaptureRequest` and returns its
-        :class:`~torchlens.trace.Trace` (built by :meth:`CaptureSession.finish`)."""
+        :class:`~torchlens.trace.Trace` (built by :meth:`CaptureSession.finish`): the kit's
+        pipeline over the backend's :attr:`capture_hooks`."""
+        if self.capture_hooks is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} names no capture_hooks and overrides no capture"
+            )
+        return run_capture(self, request, self.capture_hooks(self, request))
 
     @abstractmethod
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:

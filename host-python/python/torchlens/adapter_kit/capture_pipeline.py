@@ -1,0 +1,199 @@
+"""The capture pipeline, written once for every wrapper-based backend:
+
+request (already gated by the kit's preflight) → backend refusals → module identity mode →
+live edits checked → session and patches opened → modules, parameters and inputs declared →
+edits attached → op interception installed → the forward (the root call bracketed) → early stop
+or outputs → patches removed → provenance → realize-once → runtime → finish (or abort on any
+error, by the session) → derived gradients.
+
+A backend supplies a :class:`CaptureHooks` subclass: its recorder (usually a
+:class:`~torchlens.adapter_kit.recorder.Recorder`), its interception, and where its framework
+differs, the hook that says so. The order above, the typed refusals before side effects, the
+provenance every trace carries, realize-once before any payload is read and the derived-gradient
+driver are the kit's, so a backend cannot leave one out."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type
+
+from . import derived_grads
+from .live_edits import StopSignal
+from .replay import ReplayRuntime
+from .session import CaptureSession
+from .wrappers import Patches
+
+if TYPE_CHECKING:  # only named in signatures
+    from ..trace import Trace
+    from .protocol import BackendProtocol
+    from .request import CaptureRequest
+
+
+@dataclass
+class CallRuntime(ReplayRuntime):
+    """Runtime-only data of a live trace (never saved): what replay reads, plus the call that
+    derived gradients run again."""
+
+    model: Any = None
+    args: tuple = ()
+    kwargs: Any = None
+
+
+class CaptureHooks:
+    """One capture's framework side, made fresh for each capture by the backend's
+    ``capture_hooks`` type. The pipeline sets :attr:`mode`, :attr:`session`, :attr:`patches`
+    and :attr:`recorder` as it reaches them."""
+
+    #: The runtime the trace keeps (a subclass of :class:`CallRuntime` adds a backend's fields,
+    #: filled from :meth:`runtime_fields`).
+    runtime_type: Type[CallRuntime] = CallRuntime
+    #: What the forward raises at the ``stop_after=`` frontier.
+    stop_signal: Type[BaseException] = StopSignal
+    #: The backend's live edits (``intervene=``, ``stop_after=``), made when a request asks for
+    #: them; None when the backend has none (the gate refused such requests already).
+    live_edits_type: Optional[Callable[[Any, Any], Any]] = None
+
+    def __init__(self, adapter: BackendProtocol, request: CaptureRequest) -> None:
+        self.adapter, self.request = adapter, request
+        self.model = request.model
+        self.mode = ""
+        self.session: Any = None
+        self.patches: Any = None
+        self.recorder: Any = None
+
+    # ---- before anything runs -------------------------------------------------------------------
+
+    def check(self) -> None:
+        """The backend's refusals of this request (raised before any side effect)."""
+
+    def live_edits(self) -> Any:
+        """The request's live edits, checked now, or None."""
+        request = self.request
+        if self.live_edits_type is None or not (request.interventions or request.stop_after is not None):
+            return None
+        return self.live_edits_type(request, self.adapter)
+
+    # ---- inside the session ----------------------------------------------------------------------
+
+    def make_recorder(self) -> Any:
+        """This capture's recorder (the session and patches are open)."""
+        raise NotImplementedError
+
+    def declare_modules(self) -> None:
+        """Declares the root (module 0) and, for a module root, its modules and parameters."""
+        if self.mode == "object_module":
+            self.recorder.declare_modules(self.model)
+        else:
+            self.recorder.declare_root_function(self.model)
+
+    def declare_input(self, name: str, value: Any) -> None:
+        self.recorder.input(name, value)
+
+    def attach_edits(self, edits: Any) -> None:
+        edits.attach(self.session, self.recorder)
+
+    def install(self) -> None:
+        """Installs op interception and module call reporting on :attr:`patches`."""
+        raise NotImplementedError
+
+    def root_call_reported(self) -> bool:
+        """Whether module call reporting brackets the root call itself (else the kit does)."""
+        return False
+
+    def call(self) -> Any:
+        """Runs the forward."""
+        return self.model(*self.request.args, **self.request.kwargs)
+
+    def exit_root(self, output: Any) -> Any:
+        """The root call returned ``output``; returns what the capture reports."""
+        return self.recorder.exit(0, output)
+
+    def declare_outputs(self, output: Any) -> None:
+        for name, value in self.adapter.output_pairs(output):
+            value_id = self.recorder.id_of(value)
+            if value_id is not None:
+                self.session.output(name, value_id)
+
+    def finish_stopped(self, edits: Any, signal: BaseException) -> None:
+        """The forward ended at the ``stop_after=`` frontier."""
+        edits.finish_stopped(self.session, signal)
+
+    def provenance(self) -> Dict[str, str]:
+        """Backend facts the manifest carries (``provenance.<name>`` keys)."""
+        return {}
+
+    def realize_all(self) -> None:
+        """Evaluates every recorded value in one framework evaluation (lazy frameworks)."""
+
+    def reference(self) -> Callable[[], List[Any]]:
+        """What replay validation compares the outputs with."""
+        return self.adapter.reference_of(self.request)
+
+    def runtime_fields(self) -> Dict[str, Any]:
+        """The backend's own fields of :attr:`runtime_type`."""
+        return {}
+
+    def payload_guard(self) -> Any:
+        """A check run before a saved value is served (None: none)."""
+        return None
+
+    def finished(self, trace: Trace) -> None:
+        """The trace exists (the session is closed)."""
+
+
+def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: CaptureHooks) -> Trace:
+    """One capture through the kit's pipeline (the module docstring gives the order)."""
+    options = request.options
+    hooks.check()
+    hooks.mode = mode = adapter.module_identity_mode(request)
+    edits = hooks.live_edits()
+    with CaptureSession(request) as session, Patches() as patches:
+        hooks.session, hooks.patches = session, patches
+        recorder = hooks.recorder = hooks.make_recorder()
+        hooks.declare_modules()
+        session.extra("provenance.module_identity_mode", mode)
+        session.extra("provenance.param_source", "module" if recorder.params else "none")
+        for name, value in adapter.input_pairs(request.args, request.kwargs):
+            hooks.declare_input(name, value)
+        if edits is not None:
+            hooks.attach_edits(edits)
+        hooks.install()
+        bracket_root = not hooks.root_call_reported()
+        if bracket_root:
+            session.enter(0)
+        stopped: Optional[BaseException] = None
+        try:
+            output = hooks.call()
+        except hooks.stop_signal as signal:
+            stopped = signal
+        if stopped is None and bracket_root:
+            output = hooks.exit_root(output)
+        patches.restore_all()
+        if stopped is not None:
+            hooks.finish_stopped(edits, stopped)
+        else:
+            hooks.declare_outputs(output)
+        for key, value in hooks.provenance().items():
+            session.extra(f"provenance.{key}", value)
+        # Realize-once: every recorded value in one evaluation, before any payload is read.
+        hooks.realize_all()
+        runtime = hooks.runtime_type(
+            records=recorder.records,
+            reference=hooks.reference(),
+            params=recorder.params,
+            param_dtypes=recorder.param_dtypes,
+            values=recorder.values,
+            model=request.model,
+            args=request.args,
+            kwargs=request.kwargs,
+            **hooks.runtime_fields(),
+        )
+        if edits is not None:
+            edits.prepare_runtime(runtime)
+        trace = session.finish(adapter, runtime=runtime, payload_guard=hooks.payload_guard())
+    hooks.finished(trace)
+    trace.options = dataclasses.replace(options, module_identity_mode=mode)
+    if options.grad_options is not None:
+        trace.autograd = derived_grads.derive(adapter.grad_hooks_type(trace, options.grad_options))
+    return trace

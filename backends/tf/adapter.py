@@ -3,31 +3,91 @@ TensorFlow Keras backend)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, Dict, List
 
 import numpy as np
 import tensorflow as tf
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
-from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
+from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
 from .dtypes import DENSE, neutral_name, tf_dtype
-from .grads import GradOptions, derive
+from .edits import LiveEdits, apply_natively
+from .grads import GradHooks, GradOptions
 
 
 @dataclass
-class TFRuntime(ReplayRuntime):
-    """Runtime-only data of a live trace (never saved): what replay reads."""
+class TFRuntime(CallRuntime):
+    """Runtime-only data of a live trace: the kit's, plus each parameter's address (derived
+    gradients name variables by it)."""
 
-    model: Any = None
-    args: tuple = ()
-    kwargs: Any = None
     param_addresses: Any = None
+
+
+class TFCapture(CaptureHooks):
+    """The TensorFlow side of the kit's capture pipeline: an op callback, wrapped module calls,
+    and the guard against writes and draws the structure does not show."""
+
+    runtime_type = TFRuntime
+    live_edits_type = LiveEdits
+
+    def check(self) -> None:
+        model, request = self.model, self.request
+        prescan.keras_training_call(model, request.kwargs)
+        self.built_here = _build_keras(model, request.args, request.kwargs)
+        refusals.root(model)
+
+    def live_edits(self) -> Any:
+        edits = super().live_edits()
+        # A write or a draw the model's structure does not show: one graph-mode trace of the
+        # call after every other check and before it runs (or, when it cannot be traced, the
+        # guard installed below).
+        self.prescanned = prescan.eager_entry(self.model, self.request.args, self.request.kwargs)
+        return edits
+
+    def make_recorder(self) -> Recorder:
+        return Recorder(self.session)
+
+    def attach_edits(self, edits: Any) -> None:
+        edits.attach(self.session, self.recorder, self.patches)
+
+    def install(self) -> None:
+        self.recorder.install(self.patches, self.model if self.mode == "object_module" else None)
+        guard.install(self.patches)
+
+    def root_call_reported(self) -> bool:
+        return self.mode == "object_module" and is_keras_layer(self.model)
+
+    def call(self) -> Any:
+        try:
+            return super().call()
+        except Exception as error:
+            # Keras re-raises what a layer's call raised as a RuntimeError: a refusal raised
+            # inside the forward surfaces as itself.
+            if self.recorder.error is not None and self.recorder.error is not error:
+                raise self.recorder.error from error
+            raise
+
+    def provenance(self) -> Dict[str, str]:
+        recorder = self.recorder
+        facts = {"tf_prescan": self.prescanned}
+        if self.built_here:
+            facts["tf_built_before_capture"] = "true"
+        if recorder.opaque:
+            facts["tf_opaque_ops"] = str(recorder.opaque)
+        if recorder.unresolved:
+            facts["tf_unresolved_producers"] = str(len(recorder.unresolved))
+        # What replay can check: pure ops re-run through tf.raw_ops, and effect regions.
+        facts["tf_replayable_ops"] = str(sum(1 for record in recorder.records.values() if not record.opaque))
+        return facts
+
+    def runtime_fields(self) -> Dict[str, Any]:
+        return {"param_addresses": self.recorder.param_addresses, "unresolved": self.recorder.unresolved}
 
 
 class TFAdapter(BackendProtocol):
@@ -38,111 +98,36 @@ class TFAdapter(BackendProtocol):
     array_type = EagerTensor
     patches_process_wide = True
     grad_options_type = GradOptions
+    grad_hooks_type = GradHooks
+    capture_hooks = TFCapture
     module_root_description = "a Keras layer or tf.Module root"
 
     # ---- capture -------------------------------------------------------------------------------
 
     def capture(self, request: CaptureRequest) -> Any:
-        options = request.options
+        """A graph-only entry (a ``tf.function`` or a Keras ``predict``) is captured from its
+        traced graph; everything else runs through the kit's pipeline (:class:`TFCapture`)."""
         model = request.model
-        grad_options = options.grad_options
-        if grad_options is not None:
-            if refusals.is_graph_only(model):
-                raise refusals.graph_only_grad()
+        graph_only = refusals.is_graph_only(model)
+        if graph_only and request.options.grad_options is not None:
+            raise refusals.graph_only_grad()
         refusals.keras_backend(model)
-        if refusals.is_graph_only(model) and tf.executing_eagerly():
-            if request.interventions or request.stop_after is not None:
-                raise refusals.graph_only_intervene()
-            if options.module_identity_mode == "object_module":
-                raise refusals.option(
-                    "graph-only entries have no module attribution (function_root only)",
-                    "leave module_identity_mode unset for a graph-only entry",
-                )
-            from .funcgraph import capture as capture_graph
-
-            return capture_graph(self, request, TFRuntime)
-        prescan.keras_training_call(model, request.kwargs)
-        built_here = _build_keras(model, request.args, request.kwargs)
-        refusals.root(model)
-        mode = self.module_identity_mode(request)
-        edits = None
+        if not (graph_only and tf.executing_eagerly()):
+            return super().capture(request)
         if request.interventions or request.stop_after is not None:
-            from .edits import LiveEdits
+            raise refusals.graph_only_intervene()
+        if request.options.module_identity_mode == "object_module":
+            raise refusals.option(
+                "graph-only entries have no module attribution (function_root only)",
+                "leave module_identity_mode unset for a graph-only entry",
+            )
+        from .funcgraph import capture as capture_graph
 
-            edits = LiveEdits(request, self)
-        # A write or a draw the model's structure does not show: one graph-mode trace of the
-        # call after every other check and before it runs (or, when it cannot be traced, the
-        # guard installed below).
-        prescanned = prescan.eager_entry(model, request.args, request.kwargs)
-        with CaptureSession(request) as session, Patches() as patches:
-            recorder = Recorder(session)
-            if mode == "object_module":
-                recorder.declare_modules(model)
-            else:
-                name = getattr(model, "__name__", type(model).__name__)
-                session.module(0, ["self"], name, False, False)
-                recorder.module_ids[id(model)] = 0
-            session.extra("provenance.module_identity_mode", mode)
-            session.extra("provenance.tf_prescan", prescanned)
-            session.extra("provenance.param_source", "module" if recorder.params else "none")
-            if built_here:
-                session.extra("provenance.tf_built_before_capture", "true")
-            for name, tensor in self.input_pairs(request.args, request.kwargs):
-                recorder.input(name, tensor)
-            if edits is not None:
-                edits.attach(session, recorder, patches)
-            recorder.install(patches, model if mode == "object_module" else None)
-            guard.install(patches)
-            root_wrapped = mode == "object_module" and is_keras_layer(model)
-            if not root_wrapped:
-                session.enter(0)
-            try:
-                output = model(*request.args, **request.kwargs)
-            except Exception as error:
-                # Keras re-raises what a layer's call raised as a RuntimeError: a refusal raised
-                # inside the forward surfaces as itself.
-                if recorder.error is not None and recorder.error is not error:
-                    raise recorder.error from error
-                raise
-            if not root_wrapped:
-                output = recorder.exit(0, output)
-            patches.restore_all()
-            for name, tensor in self.output_pairs(output):
-                session.output(name, recorder.id_of(tensor))
-            if recorder.opaque:
-                session.extra("provenance.tf_opaque_ops", str(recorder.opaque))
-            if recorder.unresolved:
-                session.extra("provenance.tf_unresolved_producers", str(len(recorder.unresolved)))
-            # What replay can check: pure ops re-run through tf.raw_ops, and effect regions.
-            session.extra(
-                "provenance.tf_replayable_ops",
-                str(sum(1 for record in recorder.records.values() if not record.opaque)),
-            )
-            runtime = TFRuntime(
-                records=recorder.records,
-                reference=self.reference_of(request),
-                params=recorder.params,
-                param_dtypes=recorder.param_dtypes,
-                values=recorder.values,
-                model=model,
-                args=request.args,
-                kwargs=request.kwargs,
-                param_addresses=recorder.param_addresses,
-                unresolved=recorder.unresolved,
-            )
-            if edits is not None:
-                edits.prepare_runtime(runtime)
-            trace = session.finish(self, runtime=runtime)
-        trace.options = dataclasses.replace(options, module_identity_mode=mode)
-        if grad_options is not None:
-            trace.autograd = derive(trace, grad_options)
-        return trace
+        return capture_graph(self, request, TFRuntime)
 
     def apply_action(self, action: Any, value: Any) -> Any:
         """Zero-ablate, scale and add computed natively on the tensor; a raw callable runs on
         the ``tf.Tensor`` itself."""
-        from .edits import apply_natively
-
         return apply_natively(self, action, value)
 
     def is_module_root(self, model: Any) -> bool:

@@ -21,10 +21,10 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks, op_def_registry, ops
 
-from torchlens.adapter_kit.module_walk import ModuleWalk
 from torchlens.adapter_kit.op_names import snake_case
-from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
-from torchlens.adapter_kit.structures import arrays_in, substitute
+from torchlens.adapter_kit.recorder import Recorder as KitRecorder
+from torchlens.adapter_kit.replay import ReplayRecord, argument_template
+from torchlens.adapter_kit.structures import arrays_in
 
 from .dtypes import DENSE, KEPT, neutral_name
 from .prescan import check_op_type
@@ -135,32 +135,21 @@ def own_variables(node: Any) -> List[Tuple[str, Any]]:
     return found
 
 
-class Recorder:
-    """Turns op callbacks and module calls into session events."""
+class Recorder(KitRecorder):
+    """Turns op callbacks and module calls into session events (the kit's recorder, with
+    TensorFlow's op callback and variable reads)."""
+
+    array_type = EagerTensor
 
     def __init__(self, session: Any) -> None:
-        self.session = session
-        self.owner_thread = threading.get_ident()
-        #: id(tensor) → value id (the tensors themselves are held in ``values``, so ids stay unique).
-        self.ids: Dict[int, int] = {}
-        self.values: Dict[int, Any] = {}
-        self.records: Dict[int, ReplayRecord] = {}
-        self.params: Dict[int, Any] = {}
-        self.param_dtypes: Dict[int, str] = {}
-        self.param_addresses: Dict[int, str] = {}
+        super().__init__(session)
         #: id(variable handle) → the parameter's value id.
         self.handles: Dict[int, int] = {}
-        self.module_ids: Dict[int, int] = {}
-        self.addresses: Dict[int, str] = {}
-        self.depth = 0
         self.opaque = 0
         self.error: Optional[BaseException] = None
-        #: Variable reads mapped onto their parameter (held so their ids are not reused).
-        self.alive: List[Any] = []
-        self.walk: Optional[ModuleWalk] = None
-        #: Live edits' hooks (``edits.LiveEdits``): an op was recorded; a module call returned.
+        #: Live edits' hook (``edits.LiveEdits``): an op was recorded (TensorFlow's callbacks
+        #: cannot replace a value; edits act at wrapped entry points).
         self.on_op: Optional[Callable[[str, int], None]] = None
-        self.on_exit: Optional[Callable[[int, list, list], dict]] = None
         #: Wrapped entry points (``edits.REGISTRY``) running now.
         self.wrap_depth = 0
         #: Value id → the recorded function name.
@@ -170,43 +159,28 @@ class Recorder:
         #: Value ids of tensors made during the forward that no recorded op produced.
         self.unresolved: Set[int] = set()
 
-    def on_owner_thread(self) -> bool:
-        return threading.get_ident() == self.owner_thread
+    # ---- TensorFlow's facts -----------------------------------------------------------------------
 
-    def adopt(self, value_id: int, tensor: Any) -> None:
-        """``tensor`` replaces the value ``value_id`` (a live edit): it carries the id, is the
-        value replay and the payload read, and is what flows downstream."""
-        self.ids[id(tensor)] = value_id
-        self.values[value_id] = tensor
-        self.alive.append(tensor)
-        if value_id in self.session.payloads:
-            self.session.replace_payload(value_id, tensor)
+    def dtype_of(self, value: Any) -> str:
+        return neutral_name(value.dtype)
 
-    # ---- values -------------------------------------------------------------------------------
+    def module_children(self, module: Any) -> List[Tuple[str, Any]]:
+        return _children(module)
 
-    def known_id(self, tensor: Any) -> Optional[int]:
-        return self.ids.get(id(tensor))
+    def owned_params(self, module: Any) -> List[Tuple[str, Any]]:
+        return own_variables(module)
 
-    def tag(self, tensor: Any) -> int:
-        value_id = self.session.new_value_id()
-        self.ids[id(tensor)] = value_id
-        self.values[value_id] = tensor
+    def param(self, address: str, module_id: int, variable: Any) -> int:
+        value_id = super().param(address, module_id, variable)
+        self.handles[id(variable.handle)] = value_id
         return value_id
 
-    def id_of(self, tensor: Any) -> int:
-        value_id = self.known_id(tensor)
-        if value_id is not None:
-            return value_id
+    def declare_outside(self, tensor: Any) -> int:
         # No recorded op produced it: a constant from outside the forward, a host literal, or
         # (self-consistency) a value with an unresolved producer.
-        value_id = self.constant(tensor)
+        value_id = super().declare_outside(tensor)
         if self.unresolved_producer(tensor):
             self.unresolved.add(value_id)
-        return value_id
-
-    def constant(self, tensor: Any) -> int:
-        value_id = self.tag(tensor)
-        self.session.constant(value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
         return value_id
 
     def unresolved_producer(self, tensor: Any) -> bool:
@@ -222,55 +196,6 @@ class Recorder:
             and tensor.shape.rank > 0
         )
 
-    def reference(self, tensor: Any) -> Tuple[int, ValueRef]:
-        value_id = self.id_of(tensor)
-        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
-
-    def input(self, name: str, tensor: Any) -> int:
-        known = self.known_id(tensor)
-        if known is not None:
-            return known
-        value_id = self.tag(tensor)
-        self.session.input(name, value_id, tensor, tuple(tensor.shape), neutral_name(tensor.dtype))
-        return value_id
-
-    # ---- model structure ----------------------------------------------------------------------
-
-    def declare_modules(self, model: Any) -> None:
-        """Declares every module of a root layer or ``tf.Module`` (shared ones once, with all
-        their addresses) and the variables each one owns. The root is module 0, ``self``."""
-        walk = ModuleWalk(model, _children)
-        walk.declare(self.session, lambda node: False, lambda node: bool(getattr(node, "training", False)))
-        self.module_ids.update(walk.module_ids)
-        for module_id in range(len(walk.modules)):
-            self.addresses[module_id] = walk.primary_address(module_id)
-        for address, module_id, variable in walk.owned(own_variables):
-            self.param(address, module_id, variable)
-        self.walk = walk
-
-    def param(self, address: str, module_id: int, variable: Any) -> int:
-        value_id = self.session.new_value_id()
-        self.params[value_id] = variable
-        self.param_addresses[value_id] = address
-        self.handles[id(variable.handle)] = value_id
-        dtype = neutral_name(variable.dtype)
-        self.param_dtypes[value_id] = dtype
-        self.session.param(
-            value_id, address, module_id, tuple(variable.shape), dtype, bool(variable.trainable)
-        )
-        return value_id
-
-    def module_id(self, node: Any) -> int:
-        module_id = self.module_ids.get(id(node))
-        if module_id is None:
-            # A module built during the forward (or not reachable from the root): its own address.
-            module_id = max(self.module_ids.values(), default=0) + 1
-            self.module_ids[id(node)] = module_id
-            address = f"{type(node).__name__.lower()}_unregistered_{module_id}"
-            self.addresses[module_id] = address
-            self.session.module(module_id, [address], type(node).__name__, False, False)
-        return module_id
-
     # ---- wrappers -----------------------------------------------------------------------------
 
     def install(self, patches: Any, model: Any) -> None:
@@ -281,50 +206,16 @@ class Recorder:
 
         keras = sys.modules.get("keras")
         if keras is not None:
-            patches.wrap(keras.Layer, "__call__", self._module_wrapper)
+            patches.wrap(keras.Layer, "__call__", self.module_call_wrapper)
         classes = set()
         for _prefix, node in self.walk.modules if self.walk is not None else ():
             cls = type(node)
             if is_keras_layer(node) or cls in classes or "__call__" not in vars(cls):
                 continue
             classes.add(cls)
-            patches.wrap(cls, "__call__", self._module_wrapper)
+            patches.wrap(cls, "__call__", self.module_call_wrapper)
         op_callbacks.add_op_callback(self.callback)
         patches.on_exit(lambda: op_callbacks.remove_op_callback(self.callback))
-
-    def _module_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
-
-        def call(node: Any, *args: Any, **kwargs: Any) -> Any:
-            if recorder.depth or threading.get_ident() != recorder.owner_thread:
-                return original(node, *args, **kwargs)
-            module_id = recorder.module_id(node)
-            recorder.session.enter(module_id)
-            output = original(node, *args, **kwargs)
-            return recorder.exit(module_id, output)
-
-        return call
-
-    def exit(self, module_id: int, output: Any) -> Any:
-        """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
-        may replace outputs)."""
-        ids = []
-        values = []
-        for tensor in tensors_of(output):
-            value_id = self.known_id(tensor)
-            if value_id is not None:
-                ids.append(value_id)
-                values.append(tensor)
-        self.session.exit(module_id, ids, values)
-        if self.on_exit is None:
-            return output
-        replaced = self.on_exit(module_id, ids, values)
-        if not replaced:
-            return output
-        by_object = {
-            id(tensor): replaced[value_id] for value_id, tensor in zip(ids, values) if value_id in replaced
-        }
-        return substitute(output, by_object)
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -359,11 +250,10 @@ class Recorder:
             if value_id is not None:
                 # The declared variable's value: the parameter itself, not a new op.
                 for tensor in outputs:
-                    self.ids[id(tensor)] = value_id
-                    self.alive.append(tensor)  # its id must stay this tensor's
+                    self.retag(value_id, tensor)
                 return
             for tensor in outputs:
-                self.constant(tensor)  # a variable the root does not own: a constant
+                self.declare_outside(tensor)  # a variable the root does not own: a constant
             return
         check_op_type(op_type, "in the forward")
         func = op_name(op_type)
@@ -382,6 +272,7 @@ class Recorder:
         for index, tensor in enumerate(outputs):
             dtype = neutral_name(tensor.dtype)
             value_id = self.tag(tensor)
+            self.values[value_id] = tensor
             described.append((value_id, tensor, tuple(tensor.shape) if dtype in KEPT else (), dtype))
             self.records[value_id] = ReplayRecord(
                 call,

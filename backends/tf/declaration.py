@@ -40,7 +40,7 @@ SPEC = BackendSpec(
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.tf.adapter:TFAdapter.capture"),
-        "derived_grads": implemented_by("torchlens.backends.tf.grads:derive"),
+        "derived_grads": implemented_by("torchlens.backends.tf.grads:GradHooks"),
         "intervene": implemented_by("torchlens.backends.tf.edits:LiveEdits"),
     },
     option_values={

@@ -21,7 +21,6 @@ import tensorflow as tf
 
 from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.trace import Autograd
 
 from .capture import Recorder, is_module, tensors_of
 
@@ -42,7 +41,9 @@ def _floating(tensor: Any) -> bool:
     return getattr(tensor, "dtype", None) is not None and tensor.dtype.is_floating
 
 
-class _Hooks(kit.GradHooks):
+class GradHooks(kit.GradHooks):
+    """TensorFlow's value-and-grad (a gradient tape) for the kit's gradient driver."""
+
     evidence = ("structural_match", "tf_gradient_tape")
     loss_kind = "scalar tf.Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: tf.reduce_sum(output))"
@@ -98,8 +99,3 @@ class _Hooks(kit.GradHooks):
             result.replayed, result.op_grads = shadow.signature(), op_grads
         del tape
         return result
-
-
-def derive(trace: Any, options: GradOptions) -> Autograd:
-    """The derived gradients of a live trace (``CaptureOptions(grad_options=...)``)."""
-    return kit.derive(_Hooks(trace, options))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -12,26 +11,23 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches, SaveRequest
+from torchlens.adapter_kit import BackendProtocol, CaptureRequest, SaveRequest
 from torchlens.adapter_kit.array_codec import is_bit_carrier
-from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
+from torchlens.adapter_kit.replay import ReplayRecord
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
 from .dtypes import mlx_dtype, neutral_name
-from .grads import GradOptions, derive
+from .grads import GradHooks, GradOptions
 from .modules import ModuleTree, discover, install_calls
 
 
 @dataclass
-class MlxRuntime(ReplayRuntime):
-    """Runtime-only data of a live trace (never saved): what replay reads, plus the call that
-    derived gradients run again."""
+class MlxRuntime(CallRuntime):
+    """Runtime-only data of a live trace: the kit's, plus what derived gradients read again."""
 
-    model: Any = None
-    args: tuple = ()
-    kwargs: Any = None
     tree: Any = None
     input_ids: Any = None
     mode: str = "function_root"
@@ -139,21 +135,16 @@ class EditedCall:
         return items
 
 
-class MlxAdapter(BackendProtocol):
-    """Fills the backend protocol for MLX."""
+class MlxCapture(CaptureHooks):
+    """The MLX side of the kit's capture pipeline: wrapped ``mx`` functions, array methods and
+    module calls, live edits at the wrapper boundary, evaluated once."""
 
-    refusal_codes = refusals.CODES
-    array_type = mx.array
-    patches_process_wide = True
-    grad_options_type = GradOptions
-    module_root_description = "an mlx.nn.Module root"
+    runtime_type = MlxRuntime
+    stop_signal = Stop
 
-    # ---- capture -------------------------------------------------------------------------------
-
-    def capture(self, request: CaptureRequest) -> Any:
-        options = request.options
-        grad_options = options.grad_options
-        if options.extra.get("backward_ready"):
+    def check(self) -> None:
+        request = self.request
+        if request.options.extra.get("backward_ready"):
             raise refusals.refuse(
                 "backward_ready=True needs true backward capture",
                 "capability_unsupported",
@@ -163,139 +154,28 @@ class MlxAdapter(BackendProtocol):
             check_rule_selector(intervention.condition, "intervene=")
         if request.stop_after is not None:
             check_rule_selector(request.stop_after.selector, "stop_after=")
-        model = request.model
-        refusals.check_root(model)
-        mode = self.module_identity_mode(request)
-        is_module = self.is_module_root(model)
+        refusals.check_root(self.model)
+        self.stopped: Optional[List[int]] = None
+        self.input_ids: List[int] = []
+
+    def make_recorder(self) -> Recorder:
+        on_unwrapped = self.request.options.extra.get(refusals.ON_UNWRAPPED, "warn")
+        return Recorder(self.session, on_unwrapped=on_unwrapped)
+
+    def declare_modules(self) -> None:
+        model, mode, session, recorder = self.model, self.mode, self.session, self.recorder
         tree = discover(model) if mode == "object_module" else ModuleTree()
-        if mode == "function_root" and is_module:
+        if mode == "function_root" and self.adapter.is_module_root(model):
             # The root-only surface: no submodules, every parameter belongs to the root.
             walked = discover(model)
             tree.params = [(address, 0, array, trainable) for address, _, array, trainable in walked.params]
             tree.modules = [walked.modules[0]]
             tree.by_object = {id(model): 0}
-        on_unwrapped = options.extra.get(refusals.ON_UNWRAPPED, "warn")
-        evaluate = mx.eval
-        with CaptureSession(request) as session:
-            recorder = Recorder(session, on_unwrapped=on_unwrapped)
-            self._declare(session, recorder, model, tree, mode)
-            recorder.scan_outside(
-                [model] + [record.obj for record in tree.modules[1:] if not record.container]
-            )
-            input_ids = [
-                recorder.input(name, array) for name, array in self.input_pairs(request.args, request.kwargs)
-            ]
-            live = _LiveEdits(self, session, recorder, request)
-            stopped: Optional[List[int]] = None
-            session.enter(0)
-            with Patches() as patches:
-                recorder.install(patches)
-                rebind_held_functions(
-                    patches, [record.obj for record in tree.modules if not record.container], recorder.wrapped
-                )
-                install_calls(patches, tree, live.module_call)
-                compiled = _compiled_attributes(tree, model)
-                transformed = refusals.gc_func_type()
-                for owner, name in compiled + recorder.global_transforms:
-                    # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).
-                    if isinstance(getattr(owner, name), transformed):
-                        patches.replace(owner, name, live.compiled_attribute(getattr(owner, name), name))
-                if live.active:
-                    recorder.on_op = live.at_op
-                try:
-                    output = model(*request.args, **request.kwargs)
-                    outputs = [
-                        (name, recorder.value_id_of(array)) for name, array in self.output_pairs(output)
-                    ]
-                except Stop as stop:
-                    stopped = stop.frontier
-            if stopped is None:
-                recorder.declare_remaining()
-                ids = [value_id for _, value_id in outputs]
-                session.exit(0, ids, [recorder.values.get(value_id) for value_id in ids])
-                for name, value_id in outputs:
-                    session.output(name, value_id)
-            else:
-                session.exit(0, [])
-                session.mark_stopped("stop_after", stopped)
-            if recorder.unwrapped:
-                session.mark_unverified("unwrapped_op_in_capture")
-            if live.compiled_called or recorder.transformed_called:
-                session.mark_unverified("mlx_compiled_attribute_not_logged")
-            # Realize-once: every recorded value in one evaluation, before any payload is read.
-            recorder.realize_all(evaluate)
-            edited = self._edited_records(recorder)
-            runtime = MlxRuntime(
-                records=recorder.records,
-                reference=self._reference(request, recorder, stopped, tree, mode),
-                params=recorder.params,
-                param_dtypes=recorder.param_dtypes,
-                values=recorder.values,
-                model=model,
-                args=request.args,
-                kwargs=request.kwargs,
-                tree=tree,
-                input_ids=input_ids,
-                mode=mode,
-                # The kit's form (actions, pre-edit value): what validation holds to the trace's
-                # edit records; replay itself re-applies through EditedCall.
-                edits={
-                    value_id: (tuple(action for _, _, action in fired), None)
-                    for value_id, fired in recorder.edits.items()
-                },
-                order=recorder.order,
-                order_ids=recorder.order_ids,
-            )
-            with warnings.catch_warnings():
-                if recorder.unwrapped:
-                    warnings.simplefilter("always")
-                trace = session.finish(self, runtime=runtime)
-        edited.trace = weakref.ref(trace)
-        trace.options = dataclasses.replace(options, module_identity_mode=mode)
-        if grad_options is not None:
-            trace.autograd = derive(trace, grad_options)
-        return trace
-
-    def _edited_records(self, recorder: Recorder) -> Declarations:
-        """Every replay record checks the trace's edit declaration when it runs; edited ones
-        re-apply their edits."""
-        declarations = Declarations()
-        edits = recorder.edits
-        for value_id, record in recorder.records.items():
-            if record.call is None:
-                continue
-            applied = edits.get(value_id, [])
-            pre_value = recorder.pre_values.get(value_id)
-            record.call = EditedCall(
-                record.call, value_id, applied, self, pre_value, record.output_index, declarations
-            )
-        return declarations
-
-    def _reference(
-        self, request: CaptureRequest, recorder: Recorder, stopped: Optional[List[int]], tree: Any, mode: str
-    ) -> Any:
-        """The outputs replay compares with: the model with nothing installed, or, for an
-        edited run, the model run again with the same edits applied and nothing recorded."""
-        if stopped is not None:
-            return lambda: []
-        if not recorder.edits:
-            return self.reference_of(request)
-        adapter = self
-
-        def rerun() -> List[Any]:
-            # A fresh forward with the same edits (its own capture), independent of this one.
-            again = adapter.capture(dataclasses.replace(request, save=SaveRequest()))
-            return [op.out for op in again.outputs]
-
-        return rerun
-
-    def _declare(self, session: Any, recorder: Recorder, model: Any, tree: ModuleTree, mode: str) -> None:
+        self.tree = tree
         if mode == "object_module":
-            name = type(model).__name__
-            training = bool(getattr(model, "training", False))
+            name, training = type(model).__name__, bool(getattr(model, "training", False))
         else:
-            name = getattr(model, "__name__", type(model).__name__)
-            training = False
+            name, training = getattr(model, "__name__", type(model).__name__), False
         session.module(0, ["self"], name, False, training)
         for record in tree.modules[1:]:
             session.module(
@@ -305,9 +185,121 @@ class MlxAdapter(BackendProtocol):
                 record.container,
                 bool(getattr(record.obj, "training", False)),
             )
-        session.extra("provenance.module_identity_mode", mode)
-        session.extra("provenance.param_source", "module" if tree.params else "none")
         recorder.defer_params(tree.params)
+        recorder.scan_outside([model] + [record.obj for record in tree.modules[1:] if not record.container])
+
+    def declare_input(self, name: str, value: Any) -> None:
+        self.input_ids.append(self.recorder.input(name, value))
+
+    def install(self) -> None:
+        patches, recorder, tree = self.patches, self.recorder, self.tree
+        self.live = live = _LiveEdits(self.adapter, self.session, recorder, self.request)
+        recorder.install(patches)
+        rebind_held_functions(
+            patches, [record.obj for record in tree.modules if not record.container], recorder.wrapped
+        )
+        install_calls(patches, tree, live.module_call)
+        transformed = refusals.gc_func_type()
+        for owner, name in _compiled_attributes(tree) + recorder.global_transforms:
+            # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).
+            if isinstance(getattr(owner, name), transformed):
+                patches.replace(owner, name, live.compiled_attribute(getattr(owner, name), name))
+        if live.active:
+            recorder.on_op = live.at_op
+
+    def exit_root(self, output: Any) -> Any:
+        recorder = self.recorder
+        self.outputs = [
+            (name, recorder.value_id_of(array)) for name, array in self.adapter.output_pairs(output)
+        ]
+        recorder.declare_remaining()
+        ids = [value_id for _, value_id in self.outputs]
+        self.session.exit(0, ids, [recorder.values.get(value_id) for value_id in ids])
+        return output
+
+    def declare_outputs(self, output: Any) -> None:
+        for name, value_id in self.outputs:
+            self.session.output(name, value_id)
+
+    def finish_stopped(self, edits: Any, signal: BaseException) -> None:
+        self.stopped = signal.frontier  # type: ignore[attr-defined]
+        self.session.exit(0, [])
+        self.session.mark_stopped("stop_after", self.stopped)
+
+    def ceilings(self) -> List[str]:
+        found = []
+        if self.recorder.unwrapped:
+            found.append("unwrapped_op_in_capture")
+        if self.live.compiled_called or self.recorder.transformed_called:
+            found.append("mlx_compiled_attribute_not_logged")
+        return found
+
+    def realize_all(self) -> None:
+        self.recorder.realize_all(mx.eval)
+        self.declarations = _edited_records(self.adapter, self.recorder)
+
+    def reference(self) -> Any:
+        """The outputs replay compares with: the model with nothing installed, or, for an
+        edited run, the model run again with the same edits applied and nothing recorded."""
+        if self.stopped is not None:
+            return lambda: []
+        if not self.recorder.edits:
+            return super().reference()
+        adapter, request = self.adapter, self.request
+
+        def rerun() -> List[Any]:
+            # A fresh forward with the same edits (its own capture), independent of this one.
+            again = adapter.capture(dataclasses.replace(request, save=SaveRequest()))
+            return [op.out for op in again.outputs]
+
+        return rerun
+
+    def runtime_fields(self) -> Dict[str, Any]:
+        recorder = self.recorder
+        return {
+            "tree": self.tree,
+            "input_ids": self.input_ids,
+            "mode": self.mode,
+            # The kit's form (actions, pre-edit value): what validation holds to the trace's edit
+            # records; replay itself re-applies through EditedCall.
+            "edits": {
+                value_id: (tuple(action for _, _, action in fired), None)
+                for value_id, fired in recorder.edits.items()
+            },
+            "order": recorder.order,
+            "order_ids": recorder.order_ids,
+        }
+
+    def finished(self, trace: Any) -> None:
+        self.declarations.trace = weakref.ref(trace)
+
+
+def _edited_records(adapter: Any, recorder: Recorder) -> Declarations:
+    """Every replay record checks the trace's edit declaration when it runs; edited ones
+    re-apply their edits."""
+    declarations = Declarations()
+    edits = recorder.edits
+    for value_id, record in recorder.records.items():
+        if record.call is None:
+            continue
+        applied = edits.get(value_id, [])
+        pre_value = recorder.pre_values.get(value_id)
+        record.call = EditedCall(
+            record.call, value_id, applied, adapter, pre_value, record.output_index, declarations
+        )
+    return declarations
+
+
+class MlxAdapter(BackendProtocol):
+    """Fills the backend protocol for MLX."""
+
+    refusal_codes = refusals.CODES
+    array_type = mx.array
+    patches_process_wide = True
+    grad_options_type = GradOptions
+    grad_hooks_type = GradHooks
+    capture_hooks = MlxCapture
+    module_root_description = "an mlx.nn.Module root"
 
     def is_module_root(self, model: Any) -> bool:
         return isinstance(model, nn.Module)
@@ -429,7 +421,7 @@ def _as_mlx(value: Any) -> Any:
     return mx.array(np.asarray(value))
 
 
-def _compiled_attributes(tree: ModuleTree, model: Any) -> List[Tuple[Any, str]]:
+def _compiled_attributes(tree: ModuleTree) -> List[Tuple[Any, str]]:
     """``(module, attribute)`` of every compiled function held by a module of the tree (or the
     root function's object): its body runs where no wrapper sees it."""
     gc_func = refusals.gc_func_type()

@@ -40,7 +40,7 @@ SPEC = BackendSpec(
     capability_implementations={
         **package_implementations(),
         "save_selected": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),
-        "derived_grads": implemented_by("torchlens.backends.mlx.grads:derive"),
+        "derived_grads": implemented_by("torchlens.backends.mlx.grads:GradHooks"),
         "intervene": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),
         "stop_after": implemented_by("torchlens.backends.mlx.adapter:MlxAdapter.capture"),
     },

@@ -29,7 +29,6 @@ from mlx.utils import tree_flatten, tree_map
 from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
 from torchlens.adapter_kit.wrappers import Patches
-from torchlens.trace import Autograd
 
 from .capture import Recorder, rebind_held_functions
 from .modules import discover
@@ -45,7 +44,9 @@ class GradOptions(kit.GradOptions):
     to derive per-op gradients (at most ``max_intermediate_grads`` ops)."""
 
 
-class _Hooks(kit.GradHooks):
+class GradHooks(kit.GradHooks):
+    """MLX's value-and-grad for the kit's gradient driver."""
+
     evidence = ("replacement_gradient", "perturbation")
     loss_kind = "scalar mx.array"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: mx.sum(output))"
@@ -223,12 +224,6 @@ class _Hooks(kit.GradHooks):
         finally:
             if self.is_module:
                 self.model.update(self.original)
-
-
-def derive(trace: Any, options: GradOptions) -> Autograd:
-    """Leaf gradients of ``options``' loss for the trace's call (parameters and chosen inputs),
-    and per-op gradients that pass both checks."""
-    return kit.derive(_Hooks(trace, options))
 
 
 def _copy_tree(tree: Any) -> Any:

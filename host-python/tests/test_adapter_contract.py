@@ -100,6 +100,14 @@ def test_a_narrow_save_keeps_exactly_the_matched_ops_and_the_leaves(name):
     assert nothing.saved_ops == [] and nothing.labels == full.labels
 
 
+@pytest.mark.parametrize("name", backend_params())
+def test_a_warning_from_the_capture_points_at_the_callers_line(name):
+    _spec, _adapter, model, args = _built(name)
+    with pytest.warns(tl.errors.SelectorMatchedNothingWarning) as caught:
+        tl.trace(model, args, backend=name, save=tl.func("no_op_is_called_this"))
+    assert {record.filename for record in caught} == {__file__}
+
+
 @pytest.mark.filterwarnings("ignore::torchlens.errors.CaptureUnverifiedWarning")
 @pytest.mark.parametrize("interruption", [RuntimeError, KeyboardInterrupt])
 @pytest.mark.parametrize("name", backend_params())

@@ -15,6 +15,7 @@ driver are the kit's, so a backend cannot leave one out."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type
 
@@ -123,6 +124,11 @@ class CaptureHooks:
         """Backend facts the manifest carries (``provenance.<name>`` keys)."""
         return {}
 
+    def ceilings(self) -> List[str]:
+        """Reasons the capture may be incomplete (each ceilings ``capture_verified`` and warns,
+        every time)."""
+        return []
+
     def realize_all(self) -> None:
         """Evaluates every recorded value in one framework evaluation (lazy frameworks)."""
 
@@ -176,6 +182,9 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
             hooks.declare_outputs(output)
         for key, value in hooks.provenance().items():
             session.extra(f"provenance.{key}", value)
+        ceilings = hooks.ceilings()
+        for reason in ceilings:
+            session.mark_unverified(reason)
         # Realize-once: every recorded value in one evaluation, before any payload is read.
         hooks.realize_all()
         runtime = hooks.runtime_type(
@@ -191,7 +200,11 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
         )
         if edits is not None:
             edits.prepare_runtime(runtime)
-        trace = session.finish(adapter, runtime=runtime, payload_guard=hooks.payload_guard())
+        with warnings.catch_warnings():
+            if ceilings:
+                # A ceiling the backend found warns on every capture, not once per call site.
+                warnings.simplefilter("always")
+            trace = session.finish(adapter, runtime=runtime, payload_guard=hooks.payload_guard())
     hooks.finished(trace)
     trace.options = dataclasses.replace(options, module_identity_mode=mode)
     if options.grad_options is not None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from ..errors import CaptureError, DerivedGradUnavailableWarning, LimitExceededError
 from ..trace import Autograd, DerivedGrad, Trace
 from .replay import values_match
+from .user_frame import user_stacklevel
 
 if TYPE_CHECKING:  # the protocol module is not needed at run time here
     from .protocol import BackendProtocol
@@ -325,9 +326,10 @@ def check_intermediate_cap(count: int, cap: int) -> None:
 
 def mark_unavailable(autograd: Any, code: str, detail: str) -> None:
     """Per-op gradients are absent: ``autograd.intermediate_unavailable`` gets the code and a
-    ``DerivedGradUnavailableWarning`` says why (pointing past the driver's and the backend's
-    frames: this function, the driver's two, the backend's ``derive``, its adapter)."""
+    ``DerivedGradUnavailableWarning`` says why (pointing at the user's line)."""
     autograd.intermediate_unavailable = code
     warnings.warn(
-        f"[{code}] no per-op derived gradients: {detail}", DerivedGradUnavailableWarning, stacklevel=6
+        f"[{code}] no per-op derived gradients: {detail}",
+        DerivedGradUnavailableWarning,
+        stacklevel=user_stacklevel(),
     )

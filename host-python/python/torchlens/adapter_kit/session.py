@@ -38,6 +38,7 @@ from .live_plan import (
 )
 from .request import CaptureRequest
 from .streaming import PayloadSpool, finish_streamed
+from .user_frame import user_stacklevel
 
 #: Events sent to the core per batch: large enough that the per-call cost vanishes, small
 #: enough that the pending events stay bounded (a few hundred kilobytes). Selection never waits
@@ -544,8 +545,8 @@ class CaptureSession:
                 del self.payloads[value_id]
             native_trace.keep_payloads(sorted(self.payloads))
             if not self.selected:
-                # warn ← finish ← the adapter's capture ← tl.trace ← the caller's line
-                warn_matched_nothing(save.selector, stacklevel=5)
+                # one more frame: warn_matched_nothing itself
+                warn_matched_nothing(save.selector, stacklevel=user_stacklevel() + 1)
         elif save.mode == "none":
             self.payloads = {}
             native_trace.keep_payloads([])
@@ -567,7 +568,7 @@ class CaptureSession:
             warnings.warn(
                 f"the capture may be incomplete: {trace.capture_reason}",
                 CaptureUnverifiedWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         return trace
 
@@ -643,7 +644,7 @@ def _warn_missed(trace: Any, missed: Set[int]) -> None:
         f"could be decided, so they are not saved: {', '.join(labels[:10])}; select them with a "
         "term the plan decides at the op (tl.func, tl.in_module, a label) or save everything",
         SelectionIncompleteWarning,
-        stacklevel=5,
+        stacklevel=user_stacklevel(),
     )
 
 

@@ -12,8 +12,8 @@ import mlx.nn as nn
 import numpy as np
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, SaveRequest
-from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
+from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.replay import ReplayRecord
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
@@ -290,7 +290,7 @@ def _edited_records(adapter: Any, recorder: Recorder) -> Declarations:
     return declarations
 
 
-class MlxAdapter(BackendProtocol):
+class MlxAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for MLX."""
 
     refusal_codes = refusals.CODES
@@ -322,38 +322,22 @@ class MlxAdapter(BackendProtocol):
             mx.eval(arrays)
         return values
 
-    # ---- host copies ----------------------------------------------------------------------------
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        """A host NumPy array of an ``mx.array``; bfloat16 widens to float32."""
-        if not isinstance(value, mx.array):
-            return np.asarray(value)
-        if neutral_name(value.dtype) == "bfloat16":
-            value = value.astype(mx.float32)
-        return np.array(value)
+    # ---- host copies (the kit's HostConversions over these) -------------------------------------
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype) if isinstance(value, mx.array) else np.asarray(value).dtype.name
 
-    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
-        if is_bit_carrier(dtype) and array.dtype.kind == "u":
-            # Raw bits of a dtype NumPy lacks natively (bfloat16 travels as uint16).
-            return mx.array(np.ascontiguousarray(array)).view(mlx_dtype(dtype))
-        if dtype == "bfloat16":
-            return mx.array(np.asarray(array, dtype=np.float32)).astype(mx.bfloat16)
-        return mx.array(np.array(array, dtype=np.dtype(dtype), order="C"))
+    def array_to_host(self, value: Any) -> np.ndarray:
+        return np.array(value)
 
-    def payload_bytes(self, value: Any) -> memoryview:
-        """The value's bytes in C order (bfloat16 as its raw bits)."""
-        from torchlens.adapter_kit.array_codec import payload_bytes
+    def array_from_host(self, array: np.ndarray) -> Any:
+        return mx.array(array)
 
-        if neutral_name(value.dtype) == "bfloat16":
-            return payload_bytes(np.array(value.view(mx.uint16)))
-        return payload_bytes(np.array(value))
+    def cast(self, value: Any, dtype: str) -> Any:
+        return value.astype(mlx_dtype(dtype))
 
-    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
-        """Every payload loads back as an ``mx.array``."""
-        return {label: "value" for label in labels.values()}
+    def reinterpret(self, value: Any, dtype: str) -> Any:
+        return value.view(mlx_dtype(dtype))
 
     # ---- edits ----------------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 
 from torchlens.adapter_kit import BackendProtocol  # noqa: E402
-from torchlens.adapter_kit.array_codec import is_bit_carrier  # noqa: E402
 from torchlens.adapter_kit.capture_pipeline import CaptureHooks  # noqa: E402
+from torchlens.adapter_kit.host_conversions import HostConversions  # noqa: E402
 from torchlens.adapter_kit.replay import ReplayRecord  # noqa: E402
 from torchlens.errors import PayloadModifiedError  # noqa: E402
 
@@ -76,7 +76,7 @@ class PaddleCapture(CaptureHooks):
         return _VersionGuard(self.recorder.versions)
 
 
-class PaddleAdapter(BackendProtocol):
+class PaddleAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for PaddlePaddle dygraph."""
 
     refusal_codes = refusals.CODES
@@ -100,46 +100,29 @@ class PaddleAdapter(BackendProtocol):
     def output_leaves(self, output: Any) -> List[Any]:
         return tensors_of(output)
 
-    # ---- host copies ----------------------------------------------------------------------------
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        """A host NumPy array of a Tensor; bfloat16 and float8 widen to float32."""
-        if not isinstance(value, paddle.Tensor):
-            return np.asarray(value)
-        if neutral_name(value.dtype).startswith(("bfloat16", "float8")):
-            value = value.astype("float32")
-        return value.numpy()
+    # ---- host copies (the kit's HostConversions over these) -------------------------------------
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
 
-    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
-        if is_bit_carrier(dtype) and array.dtype.kind == "u":
-            # Raw bits of a dtype NumPy lacks (bfloat16 travels as uint16): reinterpret them.
-            bits = paddle.to_tensor(np.ascontiguousarray(array).view(np.int16))
-            return bits.view(paddle_dtype(dtype))
-        if dtype == "bfloat16":
-            return paddle.to_tensor(np.asarray(array, dtype=np.float32)).astype("bfloat16")
-        return paddle.to_tensor(np.array(array, dtype=np.dtype(dtype), order="C"))
+    def array_to_host(self, value: Any) -> np.ndarray:
+        return value.numpy()
+
+    def array_from_host(self, array: np.ndarray) -> Any:
+        if array.dtype == np.uint16:
+            array = array.view(np.int16)  # Paddle has no uint16: the same bits as int16
+        return paddle.to_tensor(array)
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        return value.astype(paddle_dtype(dtype))
+
+    def reinterpret(self, value: Any, dtype: str) -> Any:
+        return value.view(paddle_dtype("int16" if dtype == "uint16" else dtype))
 
     def apply_action(self, action: Any, value: Any) -> Any:
         """Zero-ablate, scale, add and replace-with computed natively on the tensor; a raw
         callable runs on the ``paddle.Tensor`` itself; other helpers compute on a host copy."""
         return apply_natively(self, action, value)
-
-    # ---- payload codec ----------------------------------------------------------------------------
-
-    def payload_bytes(self, value: Any) -> memoryview:
-        """The value's bytes in C order (bfloat16 as its raw bits)."""
-        from torchlens.adapter_kit.array_codec import payload_bytes
-
-        if neutral_name(value.dtype) == "bfloat16":
-            return payload_bytes(value.view(paddle.int16).numpy().view(np.uint16))
-        return payload_bytes(value.numpy())
-
-    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
-        """Every payload loads back as a ``paddle.Tensor``."""
-        return {label: "value" for label in labels.values()}
 
     # ---- replay hooks -----------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest
-from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
+from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import guard, prescan, refusals
@@ -90,7 +90,7 @@ class TFCapture(CaptureHooks):
         return {"param_addresses": self.recorder.param_addresses, "unresolved": self.recorder.unresolved}
 
 
-class TFAdapter(BackendProtocol):
+class TFAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for eager TensorFlow (Keras 3 layers, ``tf.Module`` and plain
     functions of ``tf.Tensor`` values)."""
 
@@ -143,49 +143,36 @@ class TFAdapter(BackendProtocol):
     def output_leaves(self, output: Any) -> List[Any]:
         return tensors_of(output)
 
-    # ---- host copies ----------------------------------------------------------------------------
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        """A host NumPy array of a tensor or variable; bfloat16 widens to float32."""
-        if isinstance(value, tf.Variable):
-            value = value.read_value()
-        if not isinstance(value, EagerTensor):
-            return np.asarray(value)
-        if value.dtype == tf.bfloat16:
-            value = tf.cast(value, tf.float32)
-        return value.numpy()
+    # ---- host copies (the kit's HostConversions over these) -------------------------------------
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
 
-    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
-        if is_bit_carrier(dtype) and array.dtype.kind == "u":
-            # Raw bits of a dtype NumPy lacks (bfloat16 travels as uint16): reinterpret them.
-            bits = tf.constant(np.ascontiguousarray(array))
-            return tf.bitcast(bits, tf_dtype(dtype))
-        if dtype == "bfloat16":
-            return tf.cast(tf.constant(np.asarray(array, dtype=np.float32)), tf.bfloat16)
-        return tf.constant(np.array(array, dtype=np.dtype(dtype), order="C"))
+    def array_to_host(self, value: Any) -> np.ndarray:
+        return value.numpy()
 
-    # ---- payload codec ----------------------------------------------------------------------------
+    def array_from_host(self, array: np.ndarray) -> Any:
+        return tf.constant(array)
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        return tf.cast(value, tf_dtype(dtype))
+
+    def reinterpret(self, value: Any, dtype: str) -> Any:
+        return tf.bitcast(value, tf_dtype(dtype))
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A host NumPy array of a tensor or variable; bfloat16 widens to float32."""
+        return super().to_numpy(value.read_value() if isinstance(value, tf.Variable) else value)
 
     def payload_bytes(self, value: Any) -> memoryview:
         """The value's bytes in C order (bfloat16 as its raw bits); string, resource and variant
         payloads refuse."""
-        from torchlens.adapter_kit.array_codec import payload_bytes
-
         if isinstance(value, tf.Variable):
             value = value.read_value()
         dtype = neutral_name(value.dtype)
         if dtype not in DENSE:
             raise refusals.unencodable_payload(dtype)
-        if dtype == "bfloat16":
-            return payload_bytes(tf.bitcast(value, tf.uint16).numpy())
-        return payload_bytes(value.numpy())
-
-    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
-        """Every payload loads back as a ``tf.Tensor``."""
-        return {label: "value" for label in labels.values()}
+        return super().payload_bytes(value)
 
     # ---- replay hooks -----------------------------------------------------------------------------
 

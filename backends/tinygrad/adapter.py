@@ -9,8 +9,8 @@ import numpy as np
 from tinygrad import Tensor
 
 from torchlens.adapter_kit import BackendProtocol
-from torchlens.adapter_kit.array_codec import is_bit_carrier
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
+from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import refusals
@@ -86,7 +86,7 @@ class TinygradCapture(CaptureHooks):
         return {"tree": self.tree, "input_ids": self.input_ids}
 
 
-class TinygradAdapter(BackendProtocol):
+class TinygradAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for tinygrad."""
 
     refusal_codes = refusals.CODES
@@ -116,42 +116,22 @@ class TinygradAdapter(BackendProtocol):
             Tensor.realize(tensors[0], *tensors[1:])
         return values
 
-    # ---- host copies ----------------------------------------------------------------------------
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        """A host NumPy array of a Tensor (realizing it if needed); bfloat16 widens to float32."""
-        if not isinstance(value, Tensor):
-            return np.asarray(value)
-        if neutral_name(value.dtype) == "bfloat16":
-            from tinygrad import dtypes
-
-            value = value.cast(dtypes.float32)
-        return value.numpy()
+    # ---- host copies (the kit's HostConversions over these) -------------------------------------
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
 
-    def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
-        if is_bit_carrier(dtype) and array.dtype.kind == "u":
-            # Raw bits of a dtype NumPy lacks natively (bfloat16 travels as uint16).
-            return Tensor(np.ascontiguousarray(array)).bitcast(tinygrad_dtype(dtype))
-        if dtype == "bfloat16":
-            return Tensor(np.asarray(array, dtype=np.float32)).cast(tinygrad_dtype(dtype))
-        return Tensor(np.array(array, dtype=np.dtype(dtype), order="C"))
+    def array_to_host(self, value: Any) -> np.ndarray:
+        return value.numpy()  # realizes a lazy Tensor
 
-    def payload_bytes(self, value: Any) -> memoryview:
-        """The value's bytes in C order (bfloat16 as its raw bits)."""
-        from torchlens.adapter_kit.array_codec import payload_bytes
+    def array_from_host(self, array: np.ndarray) -> Any:
+        return Tensor(array)
 
-        if neutral_name(value.dtype) == "bfloat16":
-            from tinygrad import dtypes
+    def cast(self, value: Any, dtype: str) -> Any:
+        return value.cast(tinygrad_dtype(dtype))
 
-            return payload_bytes(value.bitcast(dtypes.uint16).numpy())
-        return payload_bytes(value.numpy())
-
-    def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
-        """Every payload loads back as a tinygrad Tensor."""
-        return {label: "value" for label in labels.values()}
+    def reinterpret(self, value: Any, dtype: str) -> Any:
+        return value.bitcast(tinygrad_dtype(dtype))
 
     # ---- replay hooks -----------------------------------------------------------------------------
 

@@ -6,13 +6,15 @@ op for them: the case that broke adapters which guessed the core's op numbering.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import numpy
 
-from torchlens.adapter_kit import BackendProtocol, CaptureSession, Patches
+from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.array_codec import is_bit_carrier
-from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ReplayRuntime, ValueRef, argument_template
+from torchlens.adapter_kit.capture_pipeline import CaptureHooks
+from torchlens.adapter_kit.recorder import Recorder
+from torchlens.adapter_kit.replay import ReplayRecord, argument_template
 
 from .model import Module
 
@@ -32,120 +34,64 @@ WRAPPED = (
 )
 
 
-class _Capture:
-    """One capture's state: ids of the arrays seen (arrays carry no attributes, so by ``id``,
-    each kept alive until the capture ends so an id is never reused)."""
+class NumpyRecorder(Recorder):
+    """The kit's recorder over NumPy arrays (identified by object: arrays carry no attributes)."""
 
-    def __init__(self, session: CaptureSession) -> None:
-        self.session = session
-        self.ids: Dict[int, int] = {}
-        self.alive: List[Any] = []
-        self.params: Dict[int, Any] = {}
-        self.param_dtypes: Dict[int, str] = {}
-        self.module_ids: Dict[int, int] = {}
-        self.records: Dict[int, ReplayRecord] = {}
-        self.depth = 0
+    array_type = numpy.ndarray
 
-    def _name(self, array: Any) -> int:
-        value_id = self.session.new_value_id()
-        self.ids[id(array)] = value_id
-        self.alive.append(array)
-        return value_id
+    def dtype_of(self, value: Any) -> str:
+        return value.dtype.name
 
-    def declare(self, model: Any, args: tuple) -> None:
-        session = self.session
-        if isinstance(model, Module):
-            for index, (address, module) in enumerate(model.named_modules()):
-                self.module_ids[id(module)] = index
-                session.module(index, [address], type(module).__name__, False, False)
-                prefix = "" if address == "self" else address + "."
-                for name, array in module.named_parameters():
-                    value_id = self._name(array)
-                    self.params[value_id] = array
-                    self.param_dtypes[value_id] = array.dtype.name
-                    session.param(value_id, prefix + name, index, array.shape, array.dtype.name, True)
-        else:
-            session.module(0, ["self"], type(model).__name__, False, False)
-        for position, array in enumerate(args):
-            if isinstance(array, numpy.ndarray):
-                value_id = self._name(array)
-                session.input(f"args.{position}", value_id, array, array.shape, array.dtype.name)
+    def module_children(self, module: Any) -> Iterator[Tuple[str, Any]]:
+        return ((name, value) for name, value in vars(module).items() if isinstance(value, Module))
 
-    def reference(self, array: Any) -> Tuple[int, ValueRef]:
-        value_id = self.ids.get(id(array))
-        if value_id is None:
-            # Never declared: the core turns the read into a constant op of its own.
-            value_id = self._name(array)
-        return value_id, ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
+    def owned_params(self, module: Any) -> Iterator[Tuple[str, Any]]:
+        return module.named_parameters()
 
-    def wrap_function(self, name: str):
-        def make(original):
-            def wrapped(*args: Any, **kwargs: Any) -> Any:
-                if self.depth:
-                    return original(*args, **kwargs)
-                self.depth += 1
-                try:
-                    out = original(*args, **kwargs)
-                finally:
-                    self.depth -= 1
-                if isinstance(out, numpy.generic):
-                    out = numpy.asarray(out)
-                if isinstance(out, numpy.ndarray):
-                    self.record(name, original, args, kwargs, out)
-                return out
+    def declare_outside(self, array: Any) -> int:
+        # Deliberately left undeclared: the core turns the read into a constant op of its own
+        # (the case that broke adapters which guessed the core's op numbering).
+        return self.tag(array)
 
-            return wrapped
-
-        return make
-
-    def record(self, name: str, function: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        parents, template, keywords = argument_template(args, kwargs, numpy.ndarray, self.reference)
-        value_id = self._name(out)
-        self.records[value_id] = ReplayRecord(function, name, template, keywords)
-        self.session.op(name, parents, [(value_id, out, out.shape, out.dtype.name)])
-
-    def wrap_module_call(self, original):
-        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            module_id = self.module_ids.get(id(module))
-            if module_id is None:
-                return original(module, *args, **kwargs)
-            self.session.enter(module_id)
-            out = original(module, *args, **kwargs)
-            outputs = out if isinstance(out, (tuple, list)) else (out,)
-            self.session.exit(module_id, [self.ids[id(item)] for item in outputs if id(item) in self.ids])
+    def record(self, func: str, call: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        if isinstance(out, numpy.generic):
+            out = numpy.asarray(out)
+        if not isinstance(out, numpy.ndarray):
             return out
+        parents, template, keywords = argument_template(args, kwargs, numpy.ndarray, self.reference)
+        value_id = self.tag(out)
+        self.values[value_id] = out
+        self.records[value_id] = ReplayRecord(call, func, template, keywords)
+        outputs = [(value_id, out, out.shape, out.dtype.name)]
+        self.session.op(func, parents, outputs)
+        return self.edited_outputs(func, out, outputs)
 
-        return call
+
+class NumpyCapture(CaptureHooks):
+    """The NumPy side of the kit's capture pipeline: the wrapped functions and module calls."""
+
+    def make_recorder(self) -> NumpyRecorder:
+        return NumpyRecorder(self.session)
+
+    def install(self) -> None:
+        recorder, patches = self.recorder, self.patches
+        for name in WRAPPED:
+            patches.wrap(numpy, name, recorder.op_wrapper(name))
+        patches.wrap(Module, "__call__", recorder.module_call_wrapper)
+
+    def root_call_reported(self) -> bool:
+        return self.mode == "object_module"  # Module.__call__ reports the root's call
 
 
 class NumpyAdapter(BackendProtocol):
     """The backend protocol over NumPy."""
 
     refusal_codes = ()
+    array_type = numpy.ndarray
+    capture_hooks = NumpyCapture
 
-    def capture(self, request: Any) -> Any:
-        model, args, kwargs = request.model, request.args, request.kwargs
-        with CaptureSession(request) as session, Patches() as patches:
-            capture = _Capture(session)
-            capture.declare(model, args)
-            for name in WRAPPED:
-                patches.wrap(numpy, name, capture.wrap_function(name))
-            patches.wrap(Module, "__call__", capture.wrap_module_call)
-            if not isinstance(model, Module):
-                session.enter(0)
-            output = model(*args, **kwargs)
-            leaves = self.output_leaves(output)
-            if not isinstance(model, Module):
-                session.exit(0, [capture.ids[id(leaf)] for leaf in leaves if id(leaf) in capture.ids])
-            for index, leaf in enumerate(leaves):
-                session.output(f"output.{index}" if len(leaves) > 1 else "output", capture.reference(leaf)[0])
-            runtime = ReplayRuntime(
-                records=capture.records,
-                reference=self.reference_of(request),
-                params=capture.params,
-                param_dtypes=capture.param_dtypes,
-            )
-            return session.finish(self, runtime=runtime)
+    def is_module_root(self, model: Any) -> bool:
+        return isinstance(model, Module)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         return model(*args, **kwargs)

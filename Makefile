@@ -1,7 +1,7 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
 
-.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -45,10 +45,12 @@ demo-core: component
 	cargo run --quiet -p torchlens-host-runtime --example demo -- out/demo-core
 
 ## test: build everything and run every test (Rust unit and integration tests, the component
-## under wasmtime, the Python package on real torch models, the viewer in chromium, the CLI on
-## hostile files), then the format and lint checks and a short fuzz run.
-test: test-rust test-python test-web lint fuzz-smoke
+## under wasmtime, the fuzz corpus replayed, the Python package on real torch models, the viewer
+## in chromium, the CLI on hostile files), then the format and lint checks. The timed fuzz run
+## is `make fuzz`, not part of `test`.
+test: test-rust test-python test-web lint
 
+## test-rust: core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
 test-rust: component setup-python
 	cargo test --workspace --exclude torchlens-python
 
@@ -72,8 +74,13 @@ test-python: python-package
 test-pins: setup setup-python
 	./scripts/test-pins.sh
 
-## fuzz-smoke: a short cargo fuzz run of each untrusted-input parser (scripts/fuzz.sh runs
-## longer ones: scripts/fuzz.sh 1800 decode_tlspec).
+## fuzz: cargo fuzz on each untrusted-input parser, FUZZ_SECONDS each (not part of `test`,
+## which replays the committed seeds as a plain test, core-wasm/tests/fuzz_corpus.rs). Longer:
+## `make fuzz FUZZ_SECONDS=1800`, or scripts/fuzz.sh 1800 decode_tlspec. fuzz-smoke: 20 s each.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	./scripts/fuzz.sh $(FUZZ_SECONDS)
+
 fuzz-smoke: setup
 	./scripts/fuzz.sh 20
 

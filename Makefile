@@ -1,5 +1,10 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
+# The core component `make component` builds. The targets of `make test` embed this file
+# (TORCHLENS_COMPONENT, read by host-runtime/build.rs) instead of building the core again under
+# target/component-build; every cargo command of one `make test` sees the same value, so none
+# reruns build.rs for another.
+COMPONENT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/wasm32-wasip2/release/torchlens_core.wasm
 
 .PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
@@ -20,9 +25,11 @@ web: setup-web
 	./scripts/build-web.sh
 
 ## Builds and installs the torchlens wheel into .venv the way a user does: `pip install .`
-## (maturin builds the pyo3 extension and, through host-python/build.rs, the core component).
-python-package: setup setup-python
-	$(PYTHON) -m pip install --quiet .
+## (maturin builds the pyo3 extension, which embeds the core component `make component` built:
+## host-runtime/build.rs reads TORCHLENS_COMPONENT). With the committed Cargo.lock (--locked).
+python-package: export TORCHLENS_COMPONENT := $(COMPONENT)
+python-package: component setup-python
+	MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .
 
 ## wheel: both wheels into dist/ from one component build (scripts/build-wheels.sh): the abi3
 ## platform wheel with the pyo3 extension (auditwheel show must call it manylinux), and the
@@ -50,9 +57,11 @@ demo-core: component
 ## is `make fuzz`, not part of `test`.
 test: test-rust test-python test-web lint
 
-## test-rust: core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
+## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
+## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
+test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust: component setup-python
-	cargo test --workspace --exclude torchlens-python
+	cargo test --locked --workspace --exclude torchlens-python
 
 ## The suite runs twice: under the native host (the pyo3 extension), then under the wasmtime-py
 ## host (the same component under the wasmtime package, the py3-none-any wheel's host). The whole
@@ -90,10 +99,11 @@ fuzz-smoke: setup
 test-web: web python-package
 	cd host-web && npm test
 
-lint: setup-python
+lint: export TORCHLENS_COMPONENT := $(COMPONENT)
+lint: component setup-python
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+	cargo clippy --locked -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The Python extension reaches the core only through the component: it builds events from
 	# torchlens-schema and must never link torchlens-core natively.
 	! cargo tree -p torchlens-python -e normal | grep -q torchlens-core

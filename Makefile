@@ -6,7 +6,7 @@ PYTHON := .venv/bin/python
 # reruns build.rs for another.
 COMPONENT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/wasm32-wasip2/release/torchlens_core.wasm
 
-.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -52,9 +52,9 @@ demo-core: component
 	cargo run --quiet -p torchlens-host-runtime --example demo -- out/demo-core
 
 ## test: build everything and run every test (Rust unit and integration tests, the component
-## under wasmtime, the fuzz corpus replayed, the Python package on real torch models, the viewer
-## in chromium, the CLI on hostile files), then the format and lint checks. The timed fuzz run
-## is `make fuzz`, not part of `test`.
+## under wasmtime, the fuzz corpus replayed, the Python package on real models under both hosts,
+## the viewer in chromium, the CLI on hostile files), then the format and lint checks. The
+## timed fuzz run is `make fuzz`, not part of `test`.
 test: test-rust test-python test-web lint
 
 ## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
@@ -63,17 +63,38 @@ test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust: component setup-python
 	cargo test --locked --workspace --exclude torchlens-python
 
-## The suite runs twice: under the native host (the pyo3 extension), then under the wasmtime-py
-## host (the same component under the wasmtime package, the py3-none-any wheel's host). The whole
-## suite, not a subset: framework time dominates it (the pure host's torch capture costs ~1.4-2x per op).
-## Measured on the loaded 2-core machine: 812 passed in 8 min native, 14 min wasmtime-py; on a
-## quiet one the second run adds roughly 6-8 min, keeping make test near 35 of its 60 minutes.
-test-python: python-package
+## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
+## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;
+## conftest.py imports Paddle first in every worker, as Paddle crashes when imported after
+## TensorFlow). Then SECOND_HOST_TESTS run again under the wasmtime-py host (the same component
+## under the wasmtime package, the py3-none-any wheel's host). Everything reaches the core
+## through torchlens._core.core(), whose two hosts test_wasmtime_host.py holds equal byte for
+## byte (the same events give the same trace body, queries, .tlspec bytes and typed errors); what
+## else differs between the hosts is code that calls the native extension directly, and the
+## wasmtime-py host's own Python. The second run is every test marked
+## - torch: the torch backend, the one backend that calls the extension directly. On the native
+##   host a capture records its ops with _native.HeldOpRecorder and PendingReplays, reports
+##   module calls with _native.ModuleCallHooks and ModuleBracket, and reads its value tags in
+##   Rust; on the wasmtime-py host the Python definitions run instead (Capture.record,
+##   replay_records.py, module_brackets.py, Capture._name). Counted per test, every test whose
+##   capture takes those native objects is a torch test or one below;
+## - both_hosts (pyproject.toml): test_wasmtime_host.py (host equality), test_package.py (the
+##   host's choice and versions), test_backend_feature_table.py (the conformance table: every
+##   backend through every task on the host's sessions), test_threads.py (each host's per-thread
+##   cores), and the one TensorFlow test that traces torch beside every framework.
+## The rest (the other backends' own tests) takes the same path under either host.
+SECOND_HOST_TESTS := torch or both_hosts
+test-python: test-python-native test-python-second-host
+
+test-python-native: python-package
 	# The NumPy test adapter, installed as a third party's plugin is (its own distribution and
 	# entry point): the shared contract suite runs over it too.
 	$(PYTHON) -m pip install --quiet ./host-python/tests/numpy_adapter_plugin
-	$(PYTHON) -m pytest host-python/tests -q -rs
-	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs
+	$(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile
+
+test-python-second-host: test-python-native
+	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile \
+		-m "$(SECOND_HOST_TESTS)"
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
 ## tinygrad 0.13.0, the Paddle tests on paddlepaddle 3.3.1, MLX on 0.26.5 and TensorFlow on

@@ -1,7 +1,12 @@
 # The two entry points of the repo (see README.md). Each sets up what it needs first.
 PYTHON := .venv/bin/python
+# The core component `make component` builds. The targets of `make test` embed this file
+# (TORCHLENS_COMPONENT, read by host-runtime/build.rs) instead of building the core again under
+# target/component-build; every cargo command of one `make test` sees the same value, so none
+# reruns build.rs for another.
+COMPONENT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/wasm32-wasip2/release/torchlens_core.wasm
 
-.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-web lint fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
@@ -20,9 +25,11 @@ web: setup-web
 	./scripts/build-web.sh
 
 ## Builds and installs the torchlens wheel into .venv the way a user does: `pip install .`
-## (maturin builds the pyo3 extension and, through host-python/build.rs, the core component).
-python-package: setup setup-python
-	$(PYTHON) -m pip install --quiet .
+## (maturin builds the pyo3 extension, which embeds the core component `make component` built:
+## host-runtime/build.rs reads TORCHLENS_COMPONENT). With the committed Cargo.lock (--locked).
+python-package: export TORCHLENS_COMPONENT := $(COMPONENT)
+python-package: component setup-python
+	MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .
 
 ## wheel: both wheels into dist/ from one component build (scripts/build-wheels.sh): the abi3
 ## platform wheel with the pyo3 extension (auditwheel show must call it manylinux), and the
@@ -45,24 +52,49 @@ demo-core: component
 	cargo run --quiet -p torchlens-host-runtime --example demo -- out/demo-core
 
 ## test: build everything and run every test (Rust unit and integration tests, the component
-## under wasmtime, the Python package on real torch models, the viewer in chromium, the CLI on
-## hostile files), then the format and lint checks and a short fuzz run.
-test: test-rust test-python test-web lint fuzz-smoke
+## under wasmtime, the fuzz corpus replayed, the Python package on real models under both hosts,
+## the viewer in chromium, the CLI on hostile files), then the format and lint checks. The
+## timed fuzz run is `make fuzz`, not part of `test`.
+test: test-rust test-python test-web lint
 
+## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
+## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
+test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust: component setup-python
-	cargo test --workspace --exclude torchlens-python
+	cargo test --locked --workspace --exclude torchlens-python
 
-## The suite runs twice: under the native host (the pyo3 extension), then under the wasmtime-py
-## host (the same component under the wasmtime package, the py3-none-any wheel's host). The whole
-## suite, not a subset: framework time dominates it (the pure host's torch capture costs ~1.4-2x per op).
-## Measured on the loaded 2-core machine: 812 passed in 8 min native, 14 min wasmtime-py; on a
-## quiet one the second run adds roughly 6-8 min, keeping make test near 35 of its 60 minutes.
-test-python: python-package
+## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
+## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;
+## conftest.py imports Paddle first in every worker, as Paddle crashes when imported after
+## TensorFlow). Then SECOND_HOST_TESTS run again under the wasmtime-py host (the same component
+## under the wasmtime package, the py3-none-any wheel's host). Everything reaches the core
+## through torchlens._core.core(), whose two hosts test_wasmtime_host.py holds equal byte for
+## byte (the same events give the same trace body, queries, .tlspec bytes and typed errors); what
+## else differs between the hosts is code that calls the native extension directly, and the
+## wasmtime-py host's own Python. The second run is every test marked
+## - torch: the torch backend, the one backend that calls the extension directly. On the native
+##   host a capture records its ops with _native.HeldOpRecorder and PendingReplays, reports
+##   module calls with _native.ModuleCallHooks and ModuleBracket, and reads its value tags in
+##   Rust; on the wasmtime-py host the Python definitions run instead (Capture.record,
+##   replay_records.py, module_brackets.py, Capture._name). Counted per test, every test whose
+##   capture takes those native objects is a torch test or one below;
+## - both_hosts (pyproject.toml): test_wasmtime_host.py (host equality), test_package.py (the
+##   host's choice and versions), test_backend_feature_table.py (the conformance table: every
+##   backend through every task on the host's sessions), test_threads.py (each host's per-thread
+##   cores), and the one TensorFlow test that traces torch beside every framework.
+## The rest (the other backends' own tests) takes the same path under either host.
+SECOND_HOST_TESTS := torch or both_hosts
+test-python: test-python-native test-python-second-host
+
+test-python-native: python-package
 	# The NumPy test adapter, installed as a third party's plugin is (its own distribution and
 	# entry point): the shared contract suite runs over it too.
 	$(PYTHON) -m pip install --quiet ./host-python/tests/numpy_adapter_plugin
-	$(PYTHON) -m pytest host-python/tests -q -rs
-	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs
+	$(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile
+
+test-python-second-host: test-python-native
+	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile \
+		-m "$(SECOND_HOST_TESTS)"
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
 ## tinygrad 0.13.0, the Paddle tests on paddlepaddle 3.3.1, MLX on 0.26.5 and TensorFlow on
@@ -72,8 +104,13 @@ test-python: python-package
 test-pins: setup setup-python
 	./scripts/test-pins.sh
 
-## fuzz-smoke: a short cargo fuzz run of each untrusted-input parser (scripts/fuzz.sh runs
-## longer ones: scripts/fuzz.sh 1800 decode_tlspec).
+## fuzz: cargo fuzz on each untrusted-input parser, FUZZ_SECONDS each (not part of `test`,
+## which replays the committed seeds as a plain test, core-wasm/tests/fuzz_corpus.rs). Longer:
+## `make fuzz FUZZ_SECONDS=1800`, or scripts/fuzz.sh 1800 decode_tlspec. fuzz-smoke: 20 s each.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	./scripts/fuzz.sh $(FUZZ_SECONDS)
+
 fuzz-smoke: setup
 	./scripts/fuzz.sh 20
 
@@ -83,10 +120,11 @@ fuzz-smoke: setup
 test-web: web python-package
 	cd host-web && npm test
 
-lint: setup-python
+lint: export TORCHLENS_COMPONENT := $(COMPONENT)
+lint: component setup-python
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+	cargo clippy --locked -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The Python extension reaches the core only through the component: it builds events from
 	# torchlens-schema and must never link torchlens-core natively.
 	! cargo tree -p torchlens-python -e normal | grep -q torchlens-core

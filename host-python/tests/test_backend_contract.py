@@ -278,6 +278,7 @@ def test_the_torch_protocol_has_every_part():
     assert protocol.requirement.extra == "torch"
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name,model,x", battery(), ids=[entry[0] for entry in battery()])
 def test_a_clean_trace_of_each_battery_model_validates(name, model, x):
     trace = tl.trace(model, x)
@@ -287,6 +288,7 @@ def test_a_clean_trace_of_each_battery_model_validates(name, model, x):
     assert tl.validate(trace) is True
 
 
+@pytest.mark.torch
 def test_tampering_with_one_saved_value_fails_and_names_that_op():
     name, model, x = battery()[1]
     trace = tl.trace(model, x)
@@ -298,6 +300,7 @@ def test_tampering_with_one_saved_value_fails_and_names_that_op():
     assert trace.validate_forward_pass() is False
 
 
+@pytest.mark.torch
 def test_a_loaded_trace_reports_validation_unavailable(tmp_path):
     name, model, x = battery()[0]
     trace = tl.trace(model, x)

@@ -13,6 +13,10 @@ from conformance.runner import run_suite
 from conformance.scorecard import load, main
 from torchlens.backends.scorecard import FEATURE_ROWS, feature_cell, record_for, task_cells
 
+# The conformance table runs every backend through every task on whichever host runs the core:
+# make test runs it under each.
+pytestmark = pytest.mark.both_hosts
+
 
 @pytest.mark.parametrize("name", backend_params(built_in_only=True))
 def test_the_scorecard_check_passes(name, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import torch
 from jax import lax
 
@@ -55,6 +56,7 @@ def test_dead_units_on_a_jax_convolution_need_the_channel_axis():
     assert {row.label: row for row in tl.debug.dead_units(trace, dim=-1)}[relu].dead_count == 0
 
 
+@pytest.mark.torch
 def test_dead_units_and_find_nan_on_torch():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).eval()
     with torch.no_grad():

@@ -7,6 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+# The host's choice and the versions it reports differ by host: make test runs these under each.
+pytestmark = pytest.mark.both_hosts
+
 
 def test_import_torchlens_imports_no_framework():
     frameworks = "('torch', 'jax', 'tensorflow', 'mlx', 'paddle', 'tinygrad', 'numpy', 'ray')"
@@ -42,7 +47,7 @@ def test_versions_report_the_component_the_host_and_its_wasmtime():
     versions = tl.versions()
     assert versions["core_component"] == "0.1.0"
     assert versions["core_build_id"] == core().build_id()
-    # make test runs this suite under each host (TORCHLENS_HOST); unset, the native one runs.
+    # make test runs this file under each host (TORCHLENS_HOST); unset, the native one runs.
     expected_host = os.environ.get("TORCHLENS_HOST") or "native"
     assert versions["host"] == expected_host
     # The native host links wasmtime 48 (Cargo.toml); the pure host runs the wasmtime package.

@@ -3,11 +3,14 @@ CaptureOptions (torch accepts the preview backends' fields as inert inputs), sel
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
 import torchlens as tl
 from torchlens.options import CaptureOptions
+
+pytestmark = pytest.mark.torch
 
 
 def small_model():

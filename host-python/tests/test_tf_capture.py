@@ -205,6 +205,7 @@ def _other_frameworks():
     return found
 
 
+@pytest.mark.both_hosts  # its torch capture takes the native objects on the native host
 def test_tensorflow_and_every_other_installed_framework_trace_in_one_process(tf, models):
     model, x = models.mlp()
     first = tl.trace(model, x)

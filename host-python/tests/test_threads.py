@@ -11,6 +11,10 @@ from models import Mlp
 import torchlens as tl
 from torchlens import errors
 
+# Each thread has its own core: an instance per thread in the extension's Rust, the wasmtime-py
+# host's own per-thread instances in Python (runtime.py). make test runs these under each host.
+pytestmark = pytest.mark.both_hosts
+
 
 def _fingerprint(trace):
     """What must agree between two traces of the same model and input: every op's label,

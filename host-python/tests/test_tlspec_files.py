@@ -12,6 +12,8 @@ from models import Loop, Mlp, SmallCnn
 
 import torchlens as tl
 
+pytestmark = pytest.mark.torch
+
 
 def bits(tensor: torch.Tensor) -> bytes:
     return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()

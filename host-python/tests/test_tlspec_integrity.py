@@ -16,6 +16,8 @@ import torch
 import torchlens as tl
 from torchlens import errors
 
+pytestmark = pytest.mark.torch
+
 SEED_V1 = os.path.join(
     os.path.dirname(__file__), "..", "..", "fuzz", "seeds", "decode_tlspec", "valid_demo.tlspec"
 )

@@ -1,7 +1,7 @@
 """The two hosts of the core component (torchlens/_hosts): the pyo3 extension and the
 ``wasmtime`` package. Fed the same events, they hold the same trace and answer every query
 alike; the README example writes the same `.tlspec` under each; the pure wheel carries the
-component the extension embeds. (make test also runs the whole suite under each host.)"""
+component the extension embeds. (make test runs this file under each host: both_hosts.)"""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "scripts" / "checks"))
 
 native_extension = pytest.importorskip("torchlens._native", reason="the native host is not built here")
+
+pytestmark = pytest.mark.both_hosts
 
 
 def _cores():
@@ -89,6 +91,22 @@ def test_the_same_events_make_the_same_trace_under_both_hosts():
     assert pure_trace.descendants(0) == native_trace.descendants(0)
     selector = (tl.func("linear") | tl.in_module("fc")).arena()
     assert pure_trace.select(selector) == native_trace.select(selector)
+
+
+def test_an_unverified_capture_makes_the_same_trace_under_both_hosts():
+    """``mark_unverified`` (a backend's note that part of a capture went unseen: MLX's unwrapped
+    ops) reaches the core alike from either host. The torch backend never sends it, so no test
+    of the second host's run (make test: SECOND_HOST_TESTS) would otherwise."""
+    finished = []
+    for core in _cores():
+        session = core.start_session(True, True)
+        _feed(session)
+        session.mark_unverified("unwrapped_op_in_capture")
+        trace, _ = session.finish()
+        finished.append((trace.body(), trace.info()))
+    assert finished[1] == finished[0]
+    info = finished[0][1]
+    assert info["capture_verified"] is False and info["capture_reason"] == "unwrapped_op_in_capture"
 
 
 def test_tlspec_layout_and_decode_agree_under_both_hosts():

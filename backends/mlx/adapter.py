@@ -14,6 +14,7 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, SaveRequest
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
+from torchlens.adapter_kit.module_walk import install_module_calls
 from torchlens.adapter_kit.replay import ReplayRecord
 from torchlens.adapter_kit.structures import named_arrays, substitute
 
@@ -21,7 +22,7 @@ from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
 from .dtypes import mlx_dtype, neutral_name
 from .grads import GradHooks, GradOptions
-from .modules import ModuleTree, discover, install_calls
+from .modules import ModuleTree, discover
 
 
 @dataclass
@@ -198,7 +199,7 @@ class MlxCapture(CaptureHooks):
         rebind_held_functions(
             patches, [record.obj for record in tree.modules if not record.container], recorder.wrapped
         )
-        install_calls(patches, tree, live.module_call)
+        install_module_calls(patches, tree, live.module_call)
         transformed = refusals.gc_func_type()
         for owner, name in _compiled_attributes(tree) + recorder.global_transforms:
             # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).

@@ -1,5 +1,5 @@
-"""The module tree of an ``mlx.nn.Module`` root (``object_module``) and the call wrappers that
-report module calls while the forward runs.
+"""The module tree of an ``mlx.nn.Module`` root (``object_module``); the kit's
+``install_module_calls`` reports its calls while the forward runs.
 
 The walk follows MLX's own children (``Module`` is a dict of its attributes), in the order
 ``named_modules()`` addresses them: a child module is ``name``, a module kept in a list, tuple
@@ -10,7 +10,7 @@ are parameters of the module that holds them (``trainable`` unless frozen)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Tuple
+from typing import Any, List, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -53,41 +53,3 @@ def _flatten(tree: Any, prefix: str = "") -> List[Tuple[str, Any]]:
     from mlx.utils import tree_flatten
 
     return tree_flatten(tree)
-
-
-def call_owners(tree: ModuleTree) -> List[type]:
-    """The classes whose ``__call__`` runs the calls of the tree's modules (one per class
-    that defines it)."""
-    owners: List[type] = []
-    for record in tree.modules:
-        if record.container:
-            continue
-        for klass in type(record.obj).__mro__:
-            if "__call__" in vars(klass):
-                if klass not in owners and klass is not object:
-                    owners.append(klass)
-                break
-    return owners
-
-
-def install_calls(
-    patches: Any,
-    tree: ModuleTree,
-    on_call: Callable[[Callable[..., Any], Any, int, tuple, dict], Any],
-) -> None:
-    """Wraps ``__call__`` of every module class of the tree: a call of a module in the tree
-    runs through ``on_call(original, module, module id, args, kwargs)``."""
-    by_object = tree.by_object
-    for klass in call_owners(tree):
-        original = vars(klass)["__call__"]
-
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-                module_id = by_object.get(id(module))
-                if module_id is None or module_id == 0:
-                    return original(module, *args, **kwargs)
-                return on_call(original, module, module_id, args, kwargs)
-
-            return call
-
-        patches.replace(klass, "__call__", patches.for_owner_thread(make(original), original))

@@ -11,13 +11,14 @@ from tinygrad import Tensor
 from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
+from torchlens.adapter_kit.module_walk import install_module_calls
 from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import refusals
 from .capture import Recorder, training_mode
 from .dtypes import neutral_name, tinygrad_dtype
 from .grads import GradHooks, GradOptions, floating
-from .modules import CallReporter, ModuleTree, discover, has_module_state
+from .modules import ModuleTree, discover, has_module_state
 
 
 @dataclass
@@ -59,7 +60,22 @@ class TinygradCapture(CaptureHooks):
     def install(self) -> None:
         recorder = self.recorder
         recorder.install(self.patches)
-        CallReporter(self.tree, self.session, self._known_ids).install(self.patches)
+        self.open_calls: List[int] = []
+        install_module_calls(self.patches, self.tree, self._module_call)
+
+    def _module_call(self, original: Any, module: Any, module_id: int, args: tuple, kwargs: dict) -> Any:
+        """One call of a discovered module: ops built in between are attributed to it (a module
+        calling itself again through a base class's ``__call__`` is one call)."""
+        if self.open_calls and self.open_calls[-1] == module_id:
+            return original(module, *args, **kwargs)
+        self.session.enter(module_id)
+        self.open_calls.append(module_id)
+        try:
+            output = original(module, *args, **kwargs)
+        finally:
+            self.open_calls.pop()
+        self.session.exit(module_id, self._known_ids(output))
+        return output
 
     def _known_ids(self, output: Any) -> List[int]:
         known = self.recorder.known

@@ -1,5 +1,5 @@
-"""Module discovery for callable objects holding tinygrad state (``object_module``), and the
-call wrappers that report module calls while the forward runs.
+"""Module discovery for callable objects holding tinygrad state (``object_module``); the kit's
+``install_module_calls`` reports their calls while the forward runs.
 
 Discovery walks object attributes: a Tensor attribute is a parameter of the object that holds
 it; a callable child that owns Tensor attributes (or child modules), or is a ``tinygrad.nn``
@@ -10,7 +10,7 @@ others are aliases (``all_addresses``). A Tensor reachable twice is one paramete
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict
 
 from tinygrad import Tensor
 
@@ -83,42 +83,3 @@ def discover(root: Any) -> ModuleTree:
             max_depth=MAX_DEPTH,
         ),
     )
-
-
-class CallReporter:
-    """Wraps ``__call__`` of every discovered module class for the capture, so that each call
-    of a discovered module reports ``enter`` and ``exit`` events (ops built in between are
-    attributed to it). Calls of other instances of those classes pass through."""
-
-    def __init__(self, tree: ModuleTree, session: Any, output_ids: Callable[[Any], List[int]]) -> None:
-        self.session = session
-        self.output_ids = output_ids
-        self.ids = {id(record.obj): record.module_id for record in tree.modules[1:] if not record.container}
-        self.classes = []
-        for record in tree.modules[1:]:
-            cls = type(record.obj)
-            if not record.container and cls not in self.classes and cls is not type(tree.modules[0].obj):
-                self.classes.append(cls)
-        self.active: List[int] = []
-
-    def install(self, patches: Any) -> None:
-        for cls in self.classes:
-            patches.wrap(cls, "__call__", self._wrap)
-
-    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        reporter = self
-
-        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            index = reporter.ids.get(id(module))
-            if index is None or (reporter.active and reporter.active[-1] == index):
-                return original(module, *args, **kwargs)
-            reporter.session.enter(index)
-            reporter.active.append(index)
-            try:
-                output = original(module, *args, **kwargs)
-            finally:
-                reporter.active.pop()
-            reporter.session.exit(index, reporter.output_ids(output))
-            return output
-
-        return call

@@ -169,3 +169,43 @@ def discover_tree(root: Any, rules: ObjectTreeRules) -> ModuleTree:
 
     walk(root, "", 0, 0)
     return tree
+
+
+#: ``on_call(original, module, module id, args, kwargs)``: one call of a module of a tree.
+ModuleCall = Callable[[Callable[..., Any], Any, int, tuple, dict], Any]
+
+
+def call_owners(tree: ModuleTree) -> List[type]:
+    """The classes whose ``__call__`` runs the calls of the tree's modules (for each module,
+    the first class in its MRO that defines ``__call__``)."""
+    owners: List[type] = []
+    for record in tree.modules:
+        if record.container:
+            continue
+        for klass in type(record.obj).__mro__:
+            if "__call__" in vars(klass):
+                if klass not in owners and klass is not object:
+                    owners.append(klass)
+                break
+    return owners
+
+
+def install_module_calls(patches: Any, tree: ModuleTree, on_call: ModuleCall) -> None:
+    """Wraps ``__call__`` of every class that runs the tree's module calls, for the capture
+    (owner thread only, restored by ``patches``): a call of a module of the tree other than the
+    root runs through ``on_call``; every other call, another instance of the same class
+    included, passes straight through."""
+    by_object = tree.by_object
+    for klass in call_owners(tree):
+        original = vars(klass)["__call__"]
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+                module_id = by_object.get(id(module))
+                if not module_id:
+                    return original(module, *args, **kwargs)
+                return on_call(original, module, module_id, args, kwargs)
+
+            return call
+
+        patches.replace(klass, "__call__", patches.for_owner_thread(make(original), original))

@@ -33,15 +33,20 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def backend_files(root: Path = ROOT) -> List[Tuple[str, Path]]:
     """``(path in the wheel, source file)`` for every built-in backend, in a stable order: the
-    files of each ``backends/<name>/`` holding a ``declaration.py`` (no bytecode caches), then
-    its scorecard record."""
+    files of each ``backends/<name>/`` holding a ``declaration.py`` (no bytecode caches, and no
+    Rust crate: a backend's native code, such as ``backends/torch/native/``, is compiled into the
+    extension module), then its scorecard record."""
     files: List[Tuple[str, Path]] = []
     folders = sorted(path for path in (root / "backends").iterdir() if (path / "declaration.py").is_file())
     for folder in folders:
         target = f"torchlens/backends/{folder.name}"
+        crates = [path.parent for path in folder.rglob("Cargo.toml")]
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                files.append((f"{target}/{path.relative_to(folder).as_posix()}", path))
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            if any(crate in path.parents for crate in crates):
+                continue
+            files.append((f"{target}/{path.relative_to(folder).as_posix()}", path))
         record = root / "scorecards" / f"{folder.name}.json"
         if record.is_file():
             files.append((f"{target}/scorecard.json", record))

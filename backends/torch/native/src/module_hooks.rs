@@ -17,8 +17,8 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyString, PyTuple};
 use torchlens_schema::events::RawEvent;
 
-use crate::session::Session;
 use crate::value_tags::ValueTags;
+use torchlens_python_bridge::session::Session;
 
 /// The hooks of one capture (see the module docs).
 #[pyclass(module = "torchlens._native", frozen)]

@@ -65,7 +65,7 @@ impl Session {
     }
 
     /// Appends one event (the native module hooks report calls through this).
-    pub(crate) fn push_event(&mut self, event: RawEvent) {
+    pub fn push_event(&mut self, event: RawEvent) {
         self.pending.push(&event);
     }
 

@@ -33,8 +33,8 @@ use torchlens_schema::dtype::Dtype;
 use torchlens_schema::events::{ArgRef, OpEvent, RawEvent, SourceLocation, TensorDesc};
 
 use crate::pending_replays::{Argument, Arguments, PendingOp, PendingReplays};
-use crate::session::Session;
 use crate::value_tags::ValueTags;
+use torchlens_python_bridge::session::Session;
 
 /// Code objects whose skip decision is remembered before the memory starts over (as
 /// `MAX_REMEMBERED_CODE` in `source_location.py`: generated code makes new code objects).

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
+import numpy as np
+
 from .backends import get_backend, resolve
 from .trace import Trace
 
@@ -49,8 +51,6 @@ def _host(trace: Trace, op: Any) -> Any:
 
 
 def _kind(array: Any) -> str:
-    import numpy as np
-
     if array.dtype.kind not in "fc":
         return "none"
     nan = bool(np.isnan(array).any())
@@ -82,8 +82,6 @@ def dead_units(trace: Trace, dim: int = 1, threshold: float = 0.0) -> List[DeadU
     value never exceeds ``threshold`` anywhere else in the value (a dead ReLU unit over the batch
     and spatial positions). On a convolution output the channel axis must be passed as ``dim``
     (1 for NCHW, -1 for NHWC)."""
-    import numpy as np
-
     rows = []
     for op in trace.ops:
         if op.kind in ("input", "output"):

@@ -4,10 +4,13 @@ its ``apply_action`` hook instead. A replacement always keeps the value's shape 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..errors import UnsupportedError
+import numpy
+
+from ..errors import PatchError, UnsupportedError
 
 
 def _shape_kept(action: str, before: Any, after: Any) -> None:
@@ -38,8 +41,6 @@ class Action:
     def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
         """The replacement of a framework value, computed on a host copy through ``backend``'s
         ``to_numpy``/``from_numpy`` and converted back to the value's dtype."""
-        import numpy
-
         array = numpy.array(backend.to_numpy(value), copy=True)
         result = numpy.asarray(self.compute(array))
         _shape_kept(self.describe(), array, result)
@@ -55,8 +56,6 @@ class ZeroAblate(Action):
     name = "zero_ablate"
 
     def compute(self, array: Any) -> Any:
-        import numpy
-
         return numpy.zeros_like(array)
 
 
@@ -85,8 +84,6 @@ class Add(Action):
         return f"add({self.delta!r})" if isinstance(self.delta, (int, float)) else "add(array)"
 
     def compute(self, array: Any) -> Any:
-        import numpy
-
         return array + numpy.asarray(self.delta)
 
 
@@ -102,8 +99,6 @@ class Clamp(Action):
         return f"clamp(min={self.min!r}, max={self.max!r})"
 
     def compute(self, array: Any) -> Any:
-        import numpy
-
         return numpy.clip(array, self.min, self.max)
 
 
@@ -120,8 +115,6 @@ class MeanAblate(Action):
         return "mean_ablate(source)" if self.source is not None else f"mean_ablate(dim={self.dim!r})"
 
     def compute(self, array: Any) -> Any:
-        import numpy
-
         if self.source is not None:
             return numpy.full_like(array, numpy.asarray(self.source).mean())
         if self.dim is None:
@@ -137,8 +130,6 @@ class ReplaceWith(Action):
     name = "replace_with"
 
     def compute(self, array: Any) -> Any:
-        import numpy
-
         replacement = self.value() if callable(self.value) else self.value
         return numpy.broadcast_to(numpy.asarray(replacement), array.shape).copy()
 
@@ -166,8 +157,6 @@ class CallableAction(Action):
 
 def _takes_two_arguments(function: Callable[..., Any]) -> bool:
     """Whether ``function`` accepts a second positional argument (the context)."""
-    import inspect
-
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
@@ -199,8 +188,6 @@ class PatchFrom(Action):
 
     def source_op(self, context: Any) -> Any:
         """The source trace's op at the context's site (``patch_site_missing`` otherwise)."""
-        from ..errors import PatchError
-
         if self._computed is None:
             self._computed = [op for op in self.source.ops if op.kind in ("compute", "literal_producer")]
         step = context.step_index
@@ -216,8 +203,6 @@ class PatchFrom(Action):
         return op
 
     def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
-        from ..errors import PatchError
-
         op = self.source_op(context)
         donor = op.out
         if donor is None:

@@ -78,13 +78,14 @@ def test_the_kit_imports_no_backend_no_registry_and_no_framework():
 
 
 #: What a function-local import may name, each with why it waits for first use. Importing
-#: torchlens imports no framework (each backend imports its own when first used) and no
-#: optional dependency; NumPy is a dependency, so it is imported at module level like any other.
+#: torchlens imports no framework (each backend imports its own when first used; NumPy included,
+#: though it is a dependency: test_package.py) and no optional dependency.
 LAZY_IMPORTS = {
     **dict.fromkeys(
         ("torch", "jax", "jaxlib", "flax", "equinox", "tensorflow", "keras", "paddle", "mlx", "tinygrad"),
         "a framework",
     ),
+    "numpy": "a dependency, but importing torchlens imports no numpy (test_package.py)",
     "ray": "an optional dependency (torchlens[ray])",
     "wasmtime": "an optional dependency (the pure wheel's host)",
     "torchlens._native": "the native extension: absent from the pure wheel; loading it chooses the host",

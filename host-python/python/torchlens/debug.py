@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
-import numpy as np
-
 from .backends import get_backend, resolve
 from .trace import Trace
 
@@ -51,6 +49,8 @@ def _host(trace: Trace, op: Any) -> Any:
 
 
 def _kind(array: Any) -> str:
+    import numpy as np  # lazy: importing torchlens must not import numpy
+
     if array.dtype.kind not in "fc":
         return "none"
     nan = bool(np.isnan(array).any())
@@ -82,6 +82,8 @@ def dead_units(trace: Trace, dim: int = 1, threshold: float = 0.0) -> List[DeadU
     value never exceeds ``threshold`` anywhere else in the value (a dead ReLU unit over the batch
     and spatial positions). On a convolution output the channel axis must be passed as ``dim``
     (1 for NCHW, -1 for NHWC)."""
+    import numpy as np  # lazy: importing torchlens must not import numpy
+
     rows = []
     for op in trace.ops:
         if op.kind in ("input", "output"):

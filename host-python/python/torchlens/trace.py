@@ -6,8 +6,6 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
-import numpy
-
 from . import tlspec_write
 from .backward import to_core_json
 from .capability_gate import gate
@@ -408,6 +406,8 @@ class DerivedGrad:
         self.checks = tuple(checks)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         return numpy.asarray(self.value, dtype=dtype)
 
     def __repr__(self) -> str:

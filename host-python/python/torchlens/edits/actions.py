@@ -8,8 +8,6 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-import numpy
-
 from ..errors import PatchError, UnsupportedError
 
 
@@ -41,6 +39,8 @@ class Action:
     def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
         """The replacement of a framework value, computed on a host copy through ``backend``'s
         ``to_numpy``/``from_numpy`` and converted back to the value's dtype."""
+        import numpy  # lazy: importing torchlens must not import numpy
+
         array = numpy.array(backend.to_numpy(value), copy=True)
         result = numpy.asarray(self.compute(array))
         _shape_kept(self.describe(), array, result)
@@ -56,6 +56,8 @@ class ZeroAblate(Action):
     name = "zero_ablate"
 
     def compute(self, array: Any) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         return numpy.zeros_like(array)
 
 
@@ -84,6 +86,8 @@ class Add(Action):
         return f"add({self.delta!r})" if isinstance(self.delta, (int, float)) else "add(array)"
 
     def compute(self, array: Any) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         return array + numpy.asarray(self.delta)
 
 
@@ -99,6 +103,8 @@ class Clamp(Action):
         return f"clamp(min={self.min!r}, max={self.max!r})"
 
     def compute(self, array: Any) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         return numpy.clip(array, self.min, self.max)
 
 
@@ -115,6 +121,8 @@ class MeanAblate(Action):
         return "mean_ablate(source)" if self.source is not None else f"mean_ablate(dim={self.dim!r})"
 
     def compute(self, array: Any) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         if self.source is not None:
             return numpy.full_like(array, numpy.asarray(self.source).mean())
         if self.dim is None:
@@ -130,6 +138,8 @@ class ReplaceWith(Action):
     name = "replace_with"
 
     def compute(self, array: Any) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         replacement = self.value() if callable(self.value) else self.value
         return numpy.broadcast_to(numpy.asarray(replacement), array.shape).copy()
 

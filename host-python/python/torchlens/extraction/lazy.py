@@ -9,8 +9,6 @@ import os
 import zlib
 from typing import Any, Dict, Iterator, List, Optional
 
-import numpy
-
 from .. import api
 from ..adapter_kit.array_codec import transport_dtype
 from ..backends import get_backend
@@ -125,6 +123,8 @@ class Column:
 
     def _shard_array(self, shard: int) -> Any:
         """Shard ``shard``'s rows of this op, memory-mapped read-only."""
+        import numpy  # lazy: importing torchlens must not import numpy
+
         if shard not in self._maps:
             extraction = self._extraction
             entry = extraction.index["shards"][shard]
@@ -158,6 +158,8 @@ class Column:
         return self._maps[shard]
 
     def __getitem__(self, key: Any) -> Any:
+        import numpy  # lazy: importing torchlens must not import numpy
+
         rest: tuple = ()
         if isinstance(key, tuple):
             key, rest = (key[0], key[1:]) if key else (slice(None), ())
@@ -178,6 +180,8 @@ class Column:
 
     def _rows_range(self, start: int, stop: int) -> Any:
         """Rows ``start:stop``, reading only the shards they lie in."""
+        import numpy  # lazy: importing torchlens must not import numpy
+
         parts = []
         starts = self._extraction._starts
         if stop > start:
@@ -190,6 +194,8 @@ class Column:
 
     def _rows_taken(self, rows: Any) -> Any:
         """Arbitrary rows, in the order asked."""
+        import numpy  # lazy: importing torchlens must not import numpy
+
         result = numpy.empty((len(rows), *self.row_shape), dtype=self._transport)
         starts = numpy.asarray(self._extraction._starts)
         shards = numpy.searchsorted(starts, rows, side="right") - 1

@@ -1,7 +1,8 @@
 """What the seam promises beyond one capture: adapter modules never import the registry (a
 declaration only the declaration vocabulary), the kit imports no backend, registry or
-framework, a file that names no backend or an unknown one is refused, and a payload dtype
-nobody can decode is refused rather than read as raw bytes."""
+framework, a file that names no backend or an unknown one is refused, a payload dtype nobody
+can decode is refused rather than read as raw bytes, and no import hides inside a function except
+to defer a framework or an optional dependency."""
 
 from __future__ import annotations
 
@@ -74,6 +75,118 @@ def test_the_kit_imports_no_backend_no_registry_and_no_framework():
                 f"adapter_kit/{file} imports {module}"
             )
             assert module.split(".")[0] not in frameworks, f"adapter_kit/{file} imports {module}"
+
+
+#: What a function-local import may name, each with why it waits for first use. Importing
+#: torchlens imports no framework (each backend imports its own when first used; NumPy included,
+#: though it is a dependency: test_package.py) and no optional dependency.
+LAZY_IMPORTS = {
+    **dict.fromkeys(
+        ("torch", "jax", "jaxlib", "flax", "equinox", "tensorflow", "keras", "paddle", "mlx", "tinygrad"),
+        "a framework",
+    ),
+    "numpy": "a dependency, but importing torchlens imports no numpy (test_package.py)",
+    "ray": "an optional dependency (torchlens[ray])",
+    "wasmtime": "an optional dependency (the pure wheel's host)",
+    "torchlens._native": "the native extension: absent from the pure wheel; loading it chooses the host",
+    "torchlens._hosts.wasmtime_py.bindings": "imports wasmtime",
+    "torchlens._hosts.wasmtime_py.runtime": "imports wasmtime",
+}
+
+
+def _is_type_checking(node):
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _function_local_imports(tree):
+    """Every import inside a function body, outside ``if TYPE_CHECKING:``."""
+
+    def walk(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for branch in child.orelse:
+                    yield from walk(branch, in_function)
+                continue
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child
+            yield from walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    yield from walk(tree, False)
+
+
+def _imported_modules(node, module_name, is_package):
+    """The absolute names an import statement names: each ``import`` target; for ``from M import
+    a, b`` M itself and M.a, M.b (either may be a module)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = module_name.split(".") if is_package else module_name.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join(package + ([node.module] if node.module else []))
+    return [base] + [f"{base}.{alias.name}" for alias in node.names]
+
+
+def _lazy_allowed(names):
+    def allowed(name):
+        return any(name == root or name.startswith(root + ".") for root in LAZY_IMPORTS)
+
+    # ``from M import a``: allowed when M is, or when every M.a is (``from .. import _native``).
+    return allowed(names[0]) or (len(names) > 1 and all(allowed(name) for name in names[1:]))
+
+
+def _commented_lazy(lines, node):
+    """Whether the import carries a ``# lazy:`` comment: on its line, or in the comment and
+    import lines right above it."""
+    if "# lazy:" in lines[node.lineno - 1]:
+        return True
+    index = node.lineno - 2
+    while index >= 0 and lines[index].strip().startswith(("#", "import ", "from ")):
+        if "# lazy:" in lines[index]:
+            return True
+        index -= 1
+    return False
+
+
+def test_function_local_imports_only_defer_a_framework_or_an_optional_dependency():
+    """Imports tell the layers: every module of the installed package imports at module level,
+    except a framework or an optional dependency (or a module of ours that imports one), which
+    waits for first use and says so in a ``# lazy:`` comment; names used only in annotations are
+    imported under ``TYPE_CHECKING``. No import hides in a function to dodge a cycle.
+
+    Not checked yet: ``torchlens/adapter_kit/`` and the adapter packages ``torchlens/backends/<name>/``
+    (the package's own ``torchlens/backends/*.py`` are checked)."""
+    root = os.path.dirname(tl.__file__)
+    checked = 0
+    offenders = []
+    for folder, subfolders, files in os.walk(root):
+        relative = os.path.relpath(folder, root).split(os.sep)
+        if relative[0] == "adapter_kit" or (relative[0] == "backends" and len(relative) > 1):
+            subfolders[:] = []
+            continue
+        subfolders.sort()
+        for file in sorted(files):
+            if not file.endswith(".py"):
+                continue
+            path = os.path.join(folder, file)
+            parts = ["torchlens"] + [part for part in relative if part != "."]
+            is_package = file == "__init__.py"
+            module_name = ".".join(parts if is_package else parts + [file[:-3]])
+            source = open(path, encoding="utf-8").read()
+            lines = source.splitlines()
+            for node in _function_local_imports(ast.parse(source)):
+                names = _imported_modules(node, module_name, is_package)
+                where = f"{os.path.relpath(path, root)}:{node.lineno} ({names[0]})"
+                if not _lazy_allowed(names):
+                    offenders.append(f"{where}: import it at module level")
+                elif not _commented_lazy(lines, node):
+                    offenders.append(f"{where}: say why it is lazy in a '# lazy:' comment")
+            checked += 1
+    assert checked >= 40
+    assert not offenders, "function-local imports:\n" + "\n".join(offenders)
 
 
 def _saved_under(tmp_path, backend_name):

@@ -7,6 +7,9 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ._core import versions
+from .report import doctor
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchlens")
@@ -14,9 +17,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         "command", choices=["doctor"], help="doctor: what each backend's shipped scorecard says"
     )
     parser.parse_args(argv)
-    from ._core import versions
-    from .report import doctor
-
     running = versions()
     print(
         f"core: {running['core_build_id']} on the {running['host']} host "

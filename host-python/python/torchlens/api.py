@@ -7,8 +7,15 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
+from . import tlspec_io
+from ._core import core
+from .adapter_kit import CaptureRequest, SaveRequest
+from .backends import gate, get_backend, resolve
 from .collector_pause import collector_paused
+from .edits.rules import StopRule, interventions_of
+from .errors import BackendUnsupportedError, NestedTraceError, SelectorError, UnsupportedError
 from .options import CaptureOptions, StreamingOptions
+from .selectors import as_selector
 from .trace import Trace
 
 #: Per thread: whether a ``tl.trace`` is running on it. Captures on different threads are
@@ -45,9 +52,6 @@ def trace(
     the forward runs, so memory stays near one op's values (the returned trace reads them back
     from the file).
     """
-    from .backends import get_backend, resolve
-    from .errors import NestedTraceError
-
     if getattr(_ACTIVE, "tracing", False):
         raise NestedTraceError(
             "tl.trace was called inside a forward that tl.trace is already recording on this thread",
@@ -83,13 +87,6 @@ def capture_request(
     ``intervene=``, ``stop_after=``, gradients, streaming and ``save_grads=`` against the
     capability table; option values against the ones the backend implements; the ``save=``
     selector's class (value-dependent or temporal selectors need their capability)."""
-    from ._core import core
-    from .adapter_kit import CaptureRequest, SaveRequest
-    from .backends import gate
-    from .edits.rules import StopRule, interventions_of
-    from .errors import BackendUnsupportedError, UnsupportedError
-    from .selectors import as_selector
-
     options = capture if capture is not None else CaptureOptions()
     # The gate comes before the arguments are read: a backend that cannot edit says so first.
     if intervene is not None:
@@ -170,10 +167,6 @@ def record(
     (``capability_unsupported``) before the model runs. ``save`` must be a selector (or a
     label): recording everything is what :func:`trace` does.
     """
-    from .backends import gate, resolve
-    from .errors import SelectorError
-    from .selectors import as_selector
-
     spec = resolve(model, x, backend)
     gate(spec, "sparse_recording")
     if save is None or isinstance(save, bool):
@@ -202,6 +195,4 @@ def load(path: str, payload_load_hints: Any = None, verify: bool = False) -> Tra
     registered here, is refused (``tlspec_backend_missing``, ``backend_unknown``).
     The header and the trace body are always checked against their checksums (format
     version 2); ``verify=True`` also reads every payload and checks its CRC-32."""
-    from .tlspec_io import load as load_file
-
-    return load_file(path, hints=payload_load_hints, verify=verify)
+    return tlspec_io.load(path, hints=payload_load_hints, verify=verify)

@@ -7,6 +7,7 @@ the trace or the autograd graph, so hooks that write into it cannot keep a trace
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -113,8 +114,6 @@ class BackwardRecord:
 def to_core_json(record: BackwardRecord, labels: Dict[str, int]) -> str:
     """The record as the core's backward graph JSON (op labels become op ids; each op with a
     gradient gets the slot ``GRAD_SLOT_BASE + op``)."""
-    import json
-
     nodes = [
         {
             "label": node.label,
@@ -132,8 +131,6 @@ def to_core_json(record: BackwardRecord, labels: Dict[str, int]) -> str:
 def from_core_json(text: str, labels: List[str], grads: Dict[int, Any]) -> BackwardRecord:
     """A record rebuilt from the core's JSON (a loaded trace): ``labels`` are the op labels by
     op id, ``grads`` the loaded gradient of each op by op id (the latest pass's)."""
-    import json
-
     data = json.loads(text)
     nodes = [
         GradFn(

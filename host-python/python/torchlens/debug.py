@@ -49,7 +49,7 @@ def _host(trace: Trace, op: Any) -> Any:
 
 
 def _kind(array: Any) -> str:
-    import numpy as np
+    import numpy as np  # lazy: importing torchlens must not import numpy
 
     if array.dtype.kind not in "fc":
         return "none"
@@ -82,7 +82,7 @@ def dead_units(trace: Trace, dim: int = 1, threshold: float = 0.0) -> List[DeadU
     value never exceeds ``threshold`` anywhere else in the value (a dead ReLU unit over the batch
     and spatial positions). On a convolution output the channel axis must be passed as ``dim``
     (1 for NCHW, -1 for NHWC)."""
-    import numpy as np
+    import numpy as np  # lazy: importing torchlens must not import numpy
 
     rows = []
     for op in trace.ops:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .errors import BackendUnsupportedError, UnsupportedError
+
 JAX_CONTROL_FLOW_MODES = ("unroll", "region", "reject")
 MODULE_IDENTITY_MODES = (None, "object_module", "function_root", "pytree_module")
 PAYLOAD_POLICIES = (None, "array_payloads")
@@ -37,8 +39,6 @@ class CaptureOptions:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .errors import BackendUnsupportedError
-
         if self.jax_control_flow not in JAX_CONTROL_FLOW_MODES:
             raise BackendUnsupportedError(
                 f"jax_control_flow must be one of {JAX_CONTROL_FLOW_MODES}",
@@ -81,8 +81,6 @@ class StreamingOptions:
     bundle_path: Optional[str] = None
 
     def __post_init__(self) -> None:
-        from .errors import UnsupportedError
-
         if self.path is not None and self.bundle_path is not None and self.path != self.bundle_path:
             raise UnsupportedError(
                 "StreamingOptions got both path and bundle_path, and they differ",

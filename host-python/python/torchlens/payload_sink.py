@@ -17,6 +17,7 @@ while the disk's queue is full: the write and the checksum never wait for it."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import struct
@@ -213,8 +214,6 @@ def _load_sync_file_range() -> Optional[Callable[[int, int, int], None]]:
     if not hasattr(os, "sched_getaffinity"):  # not Linux
         return None
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         function = libc.sync_file_range
     except (OSError, AttributeError):

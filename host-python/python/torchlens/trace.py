@@ -6,7 +6,12 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
+from . import tlspec_write
+from .backward import to_core_json
+from .capability_gate import gate
 from .collector_pause import collector_paused
+from .edits import FireRecord
+from .edits.fork import ForkedTrace
 from .errors import NotFoundError, SelectorMatchedNothingWarning
 from .selectors import Selector, as_selector
 
@@ -162,8 +167,6 @@ class Op:
     def source(self) -> Optional[tuple]:
         """``(file, line, function)`` of the user code that ran the op. A backend that does not
         record source lines refuses (``BackendUnsupportedError``) rather than answer None."""
-        from .backends.gate import gate
-
         gate(self._core.backend.spec, "source_lines")
         return self._info["source"]
 
@@ -239,8 +242,6 @@ class Op:
     def fire_records(self) -> List[Any]:
         """The edits that fired on this op (:class:`~torchlens.edits.FireRecord`), in order:
         forward edits (timing ``post``), then gradient-site edits (timing ``backward``)."""
-        from .edits import FireRecord
-
         backward = self._core.backward
         grad_edits = backward.edits.get(self.index, []) if backward is not None else []
         return [
@@ -405,7 +406,7 @@ class DerivedGrad:
         self.checks = tuple(checks)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         return numpy.asarray(self.value, dtype=dtype)
 
@@ -658,9 +659,6 @@ class Trace:
         ``trace.fork().do(tl.when(selector, action))`` runs the model again under the edit and
         returns a new trace; this one is untouched. Patching from another run is an action:
         ``do(selector, tl.patch_from(other_trace))``."""
-        from .backends.gate import gate
-        from .edits.fork import ForkedTrace
-
         gate(self.spec, "edit_finished_trace")
         return ForkedTrace(self, name)
 
@@ -743,8 +741,6 @@ class Trace:
     def validate_forward_pass(self, outputs: Any = None) -> Any:
         """Replay validation: True or False when the outcome is final, otherwise the
         :class:`~torchlens.validation.ValidationStatus` (``unverified``, ``unavailable``)."""
-        from .backends.gate import gate
-
         gate(self.spec, "validation_replay")
         return self._backend.validate(self, outputs)
 
@@ -760,8 +756,6 @@ class Trace:
         capture), so the summary, the drawing and ``.tlspec`` files include it."""
         if self.backward is None:
             return
-        from .backward import to_core_json
-
         labels = {op.label: op.index for op in self.ops}
         self._native.set_backward(to_core_json(self.backward, labels))
 
@@ -783,8 +777,6 @@ class Trace:
         trace has one). Saved to ``path`` when given; shows inline in Jupyter."""
         if backward:
             if self.backward is None:
-                from .errors import NotFoundError
-
                 raise NotFoundError(
                     "this trace has no backward graph to draw",
                     "layout_no_backward",
@@ -803,9 +795,7 @@ class Trace:
         deepest folder holding every recorded file, so a shared file does not reveal where it
         was made; ``"absolute"`` as recorded; ``"none"`` without source locations. The file's
         manifest records the choice (``source_paths``)."""
-        from .tlspec_io import save
-
-        save(self, path, source_paths=source_paths)
+        tlspec_write.save(self, path, source_paths=source_paths)
 
     def __repr__(self) -> str:
         info = self.info

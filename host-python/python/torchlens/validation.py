@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._core import core
+
 FINAL_STATES = ("passed", "failed")
 
 #: Decision reasons of a region replay cannot check per op: an effect region (a stateful op, a
@@ -100,6 +102,4 @@ class ValidationStatus:
 
 def fold(decisions: List[Tuple[int, str, str]], labels: List[str], runtime_available: bool = True) -> Any:
     """Folds ``(op, outcome, reason)`` decisions in the core."""
-    from ._core import core
-
     return ValidationStatus(core().fold_validation(decisions, runtime_available), decisions, labels)

@@ -14,21 +14,16 @@ Each host gives ``core()`` (this thread's core: ``version``, ``build_id``, ``sta
 from __future__ import annotations
 
 import os
-from types import ModuleType
 from typing import Any
 
 from .. import errors
+from . import wasmtime_py
+from .native import native_extension
 
 HOST_ENV = "TORCHLENS_HOST"
 NATIVE = "native"
 WASMTIME_PY = "wasmtime-py"
 HOSTS = (NATIVE, WASMTIME_PY)
-
-
-def _native_extension() -> ModuleType:
-    from .. import _native
-
-    return _native
 
 
 class _NativeHost:
@@ -37,11 +32,11 @@ class _NativeHost:
     @staticmethod
     def core() -> Any:
         # The extension hands back the same instance each time, or a fresh one after a trap.
-        return _native_extension().core()
+        return native_extension().core()
 
     @staticmethod
     def runtime_version() -> str:
-        return _native_extension().WASMTIME_VERSION
+        return native_extension().WASMTIME_VERSION
 
 
 class _WasmtimePyHost:
@@ -49,14 +44,10 @@ class _WasmtimePyHost:
 
     @staticmethod
     def core() -> Any:
-        from . import wasmtime_py
-
         return wasmtime_py.core()
 
     @staticmethod
     def runtime_version() -> str:
-        from . import wasmtime_py
-
         return wasmtime_py.runtime_version()
 
 
@@ -79,7 +70,7 @@ def active() -> Any:
         _active = _WasmtimePyHost
     elif wanted == NATIVE:
         try:
-            _native_extension()
+            native_extension()
         except ImportError as error:
             raise errors.CoreUnavailableError(
                 f"{HOST_ENV}=native but the native extension does not import: {error}",
@@ -89,7 +80,7 @@ def active() -> Any:
         _active = _NativeHost
     else:
         try:
-            _native_extension()
+            native_extension()
             _active = _NativeHost
         except ImportError:
             _active = _WasmtimePyHost

@@ -11,10 +11,11 @@ import importlib
 from typing import Any
 
 from ..adapter_kit.protocol import BackendProtocol
-from .gate import capability_names, check_registration, gate, refusal_codes, validation_reasons
+from ..capability_gate import capability_names, gate, refusal_codes, validation_reasons
 from .registry import (
     ENTRY_POINT_GROUP,
     array_frameworks,
+    check_registration,
     find_spec,
     get_backend,
     get_spec,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from .gate import capability_names, refusal_codes
+from ..capability_gate import capability_names, refusal_codes
 from .registry import built_in_specs
 from .scorecard import FEATURE_ROWS, capability_summary, counts, feature_cell, record_for, shipped_scorecard
 from .spec import BackendSpec

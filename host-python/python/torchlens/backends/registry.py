@@ -13,10 +13,10 @@ import sys
 import warnings
 from typing import Any, Dict, List, Optional
 
+from .._core import core
 from ..errors import BackendDeclarationWarning, BackendUnsupportedError
-from .gate import check_registration
 from .scorecard import CapabilitySummary
-from .spec import BackendSpec
+from .spec import MATURITIES, BackendSpec
 
 #: The entry-point group a package uses to declare an adapter: ``name = "module:SPEC"``.
 ENTRY_POINT_GROUP = "torchlens.backends"
@@ -69,8 +69,15 @@ def _discover() -> None:
             # first use, no framework import).
             package = sys.modules.get(entry_point.module.rpartition(".")[0])
             if package is not None:
-                package.capability_summary = CapabilitySummary(spec.name)  # type: ignore[attr-defined]
+                package.capability_summary = CapabilitySummary(spec)  # type: ignore[attr-defined]
         _add(spec)
+
+
+def check_registration(spec: BackendSpec) -> None:
+    """Raises ``BackendCapabilityConformanceError`` when a True flag has no implementation."""
+    if spec.maturity not in MATURITIES:
+        raise ValueError(f"maturity must be one of {MATURITIES}")
+    core().register_backend(*spec.declaration())
 
 
 def _is_built_in(entry_point: Any) -> bool:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..adapter_kit.framework_version import installed_version
+from ..capability_gate import refusal_codes
+from .spec import BackendSpec
 
 #: The cell states a scorecard records.
 CELL_STATES = ("passed", "failed", "unsupported", "not_run")
@@ -188,16 +190,14 @@ class CapabilitySummary(Mapping[str, str]):
     the installed framework version (or the pinned one). Read on first use; every flag is
     untested where no scorecard ships."""
 
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
+    def __init__(self, spec: BackendSpec) -> None:
+        self.spec = spec
+        self.backend = spec.name
         self._states: Optional[Dict[str, str]] = None
 
     def _load(self) -> Dict[str, str]:
         if self._states is None:
-            from .gate import refusal_codes
-            from .registry import get_spec
-
-            spec = get_spec(self.backend)
+            spec = self.spec
             scorecard = shipped_scorecard(spec.name)
             if scorecard is None or not scorecard.get("records"):
                 self._states = dict.fromkeys(CAPABILITY_TASKS, "untested")

@@ -4,10 +4,11 @@ its ``apply_action`` hook instead. A replacement always keeps the value's shape 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..errors import UnsupportedError
+from ..errors import PatchError, UnsupportedError
 
 
 def _shape_kept(action: str, before: Any, after: Any) -> None:
@@ -38,7 +39,7 @@ class Action:
     def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
         """The replacement of a framework value, computed on a host copy through ``backend``'s
         ``to_numpy``/``from_numpy`` and converted back to the value's dtype."""
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         array = numpy.array(backend.to_numpy(value), copy=True)
         result = numpy.asarray(self.compute(array))
@@ -55,7 +56,7 @@ class ZeroAblate(Action):
     name = "zero_ablate"
 
     def compute(self, array: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         return numpy.zeros_like(array)
 
@@ -85,7 +86,7 @@ class Add(Action):
         return f"add({self.delta!r})" if isinstance(self.delta, (int, float)) else "add(array)"
 
     def compute(self, array: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         return array + numpy.asarray(self.delta)
 
@@ -102,7 +103,7 @@ class Clamp(Action):
         return f"clamp(min={self.min!r}, max={self.max!r})"
 
     def compute(self, array: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         return numpy.clip(array, self.min, self.max)
 
@@ -120,7 +121,7 @@ class MeanAblate(Action):
         return "mean_ablate(source)" if self.source is not None else f"mean_ablate(dim={self.dim!r})"
 
     def compute(self, array: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         if self.source is not None:
             return numpy.full_like(array, numpy.asarray(self.source).mean())
@@ -137,7 +138,7 @@ class ReplaceWith(Action):
     name = "replace_with"
 
     def compute(self, array: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         replacement = self.value() if callable(self.value) else self.value
         return numpy.broadcast_to(numpy.asarray(replacement), array.shape).copy()
@@ -166,8 +167,6 @@ class CallableAction(Action):
 
 def _takes_two_arguments(function: Callable[..., Any]) -> bool:
     """Whether ``function`` accepts a second positional argument (the context)."""
-    import inspect
-
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
@@ -199,8 +198,6 @@ class PatchFrom(Action):
 
     def source_op(self, context: Any) -> Any:
         """The source trace's op at the context's site (``patch_site_missing`` otherwise)."""
-        from ..errors import PatchError
-
         if self._computed is None:
             self._computed = [op for op in self.source.ops if op.kind in ("compute", "literal_producer")]
         step = context.step_index
@@ -216,8 +213,6 @@ class PatchFrom(Action):
         return op
 
     def apply(self, value: Any, backend: Any, context: Any = None) -> Any:
-        from ..errors import PatchError
-
         op = self.source_op(context)
         donor = op.out
         if donor is None:

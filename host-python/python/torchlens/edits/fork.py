@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Tuple
 
+from ..errors import UnsupportedError
 from .rules import Intervention, interventions_of, when
 
 
@@ -20,8 +21,6 @@ class ForkedTrace:
         runtime = trace._runtime
         request = getattr(runtime, "request", None) if runtime is not None else None
         if request is None:
-            from ..errors import UnsupportedError
-
             raise UnsupportedError(
                 "this trace has no live capture to run again (it was loaded from a file, or its "
                 "backend does not keep the call)",

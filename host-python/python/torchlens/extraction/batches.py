@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
+from ..adapter_kit.array_codec import host_array, payload_bytes
 from ..errors import ExtractionError
 
 
@@ -75,8 +76,6 @@ def model_inputs(batch: Any, inputs: Optional[Callable[[Any], Any]]) -> Tuple[tu
 def input_crc32(args: tuple, kwargs: Dict[str, Any]) -> int:
     """CRC-32 of every input array's bytes (C order), in argument order then sorted keyword
     order: a rerun checks a finished shard was made from the same batch before skipping it."""
-    from ..adapter_kit.array_codec import host_array, payload_bytes
-
     crc = 0
     leaves = list(args) + [kwargs[key] for key in sorted(kwargs)]
     for leaf in _leaves(leaves):

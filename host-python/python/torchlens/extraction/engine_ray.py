@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
-from ..errors import ExtractionError
+from .. import errors
+from ..errors import ExtractionError, TorchLensError
 from .job import Job, batches, finished_shard
 from .model_source import ModelSource
 from .progress import Progress
@@ -35,9 +36,7 @@ class _ShardWriter:
         self.inputs = inputs
 
     def __call__(self, items: Dict[str, Any]) -> Dict[str, Any]:
-        import ray
-
-        from ..errors import TorchLensError
+        import ray  # lazy: ray is an optional dependency (torchlens[ray]), imported in the worker
 
         job = self.job
         failures = []
@@ -61,6 +60,7 @@ def run_ray(
     """Runs the job on the Ray cluster this process is connected to (``ray.init()`` first, or a
     local one is started); returns the shard records in row order."""
     try:
+        # lazy: ray is an optional dependency (torchlens[ray]); importing torchlens must not import it
         import ray
         import ray.data
     except ImportError as error:
@@ -112,8 +112,6 @@ def run_ray(
 
 def _rebuilt_error(text: str) -> Exception:
     """An actor's TorchLensError, rebuilt on the driver from ``[class, message, code, remedy]``."""
-    from .. import errors
-
     name, message, code, remedy = json.loads(text)
     kind = getattr(errors, name, None)
     if isinstance(kind, type) and issubclass(kind, errors.TorchLensError):

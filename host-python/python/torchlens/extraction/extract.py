@@ -7,6 +7,10 @@ import os
 from typing import Any, Callable, Optional
 
 from ..errors import ExtractionError
+from ..selectors import as_selector
+from .batches import total_rows
+from .engine_local import run_local
+from .engine_ray import run_ray
 from .index import build_index, claim_out, job_description, write_index
 from .job import Job, check_complete
 from .lazy import Extraction, load_extraction
@@ -49,8 +53,6 @@ def extract_dataset(
     time left when stderr is a terminal. Torch modules run under ``torch.no_grad()``; put the
     model in eval mode first if it has dropout or batch norm.
     """
-    from ..selectors import as_selector
-
     if save is None or isinstance(save, bool):
         raise ExtractionError(
             f"tl.extract_dataset needs save= to choose the ops to keep, got {save!r}",
@@ -75,17 +77,11 @@ def extract_dataset(
     description = job_description(source.description, selector, batch_size, backend, inputs)
     claim_out(out, description)
     job = Job(out, selector, batch_size, backend, inputs, description)
-    from .batches import total_rows
-
     meter = Progress(total_rows(data), progress)
     try:
         if engine == "ray":
-            from .engine_ray import run_ray
-
             records = run_ray(job, source, data, meter, ray_actors)
         else:
-            from .engine_local import run_local
-
             records = run_local(job, source, data, meter)
     finally:
         meter.close()

@@ -9,6 +9,9 @@ import os
 import zlib
 from typing import Any, Dict, Iterator, List, Optional
 
+from .. import api
+from ..adapter_kit.array_codec import transport_dtype
+from ..backends import get_backend
 from ..errors import ExtractionError, NotFoundError
 from .index import read_index
 from .shards import read_header
@@ -64,9 +67,7 @@ class Extraction:
 
     def shard_trace(self, shard: int) -> Any:
         """Shard ``shard`` opened with ``tl.load`` (the whole trace of its batch)."""
-        from ..api import load
-
-        return load(os.path.join(self.path, self.index["shards"][shard]["file"]))
+        return api.load(os.path.join(self.path, self.index["shards"][shard]["file"]))
 
     def verify(self) -> None:
         """Checks every payload against the CRC-32 the index records
@@ -104,8 +105,6 @@ class Column:
     gives the backend's tensor (a torch tensor, a JAX array) in the logical dtype."""
 
     def __init__(self, extraction: Extraction, label: str) -> None:
-        from ..adapter_kit.array_codec import transport_dtype
-
         self._extraction = extraction
         self.label = label
         layout = extraction.index["columns"][label]
@@ -124,7 +123,7 @@ class Column:
 
     def _shard_array(self, shard: int) -> Any:
         """Shard ``shard``'s rows of this op, memory-mapped read-only."""
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         if shard not in self._maps:
             extraction = self._extraction
@@ -159,7 +158,7 @@ class Column:
         return self._maps[shard]
 
     def __getitem__(self, key: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         rest: tuple = ()
         if isinstance(key, tuple):
@@ -181,7 +180,7 @@ class Column:
 
     def _rows_range(self, start: int, stop: int) -> Any:
         """Rows ``start:stop``, reading only the shards they lie in."""
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         parts = []
         starts = self._extraction._starts
@@ -195,7 +194,7 @@ class Column:
 
     def _rows_taken(self, rows: Any) -> Any:
         """Arbitrary rows, in the order asked."""
-        import numpy
+        import numpy  # lazy: importing torchlens must not import numpy
 
         result = numpy.empty((len(rows), *self.row_shape), dtype=self._transport)
         starts = numpy.asarray(self._extraction._starts)
@@ -216,8 +215,6 @@ class Column:
     def to_backend(self, rows: Any = slice(None)) -> Any:
         """``rows`` of this op as the backend's array (``torch.Tensor`` for torch, a JAX array
         for JAX), in the logical dtype (bfloat16 included)."""
-        from ..backends import get_backend
-
         backend = self._extraction.backend
         if not backend:
             raise ExtractionError(

@@ -14,7 +14,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from .. import api, tlspec_io
 from ..errors import ExtractionError, TlspecFormatError
+from .inference import inference_context
 
 #: The manifest key of a shard's place in the job.
 SHARD_METADATA_KEY = "extraction_shard"
@@ -62,12 +64,8 @@ def extract_shard(
     digest: int,
 ) -> ShardRecord:
     """Traces one batch with selective capture and writes it as shard ``index`` of ``out``."""
-    from ..api import trace as trace_model
-    from ..tlspec_io import save
-    from .inference import inference_context
-
     with inference_context(model):
-        trace = trace_model(model, args, kwargs, backend=backend, save=selector)
+        trace = api.trace(model, args, kwargs, backend=backend, save=selector)
     columns = [op for op in trace.select(selector) if op.saved]
     if not columns:
         raise ExtractionError(
@@ -89,7 +87,7 @@ def extract_shard(
         rows = shape[0]
     place = {"index": index, "rows": rows, "input_crc32": digest, "columns": [op.label for op in columns]}
     path = os.path.join(out, shard_name(index))
-    save(trace, path, extra=[(SHARD_METADATA_KEY, json.dumps(place, sort_keys=True))])
+    tlspec_io.save(trace, path, extra=[(SHARD_METADATA_KEY, json.dumps(place, sort_keys=True))])
     return read_shard(out, index)
 
 
@@ -145,10 +143,8 @@ def read_shard(out: str, index: int) -> ShardRecord:
 def _payload_checksums(path: str) -> Dict[str, int]:
     """Each payload's recorded CRC-32 (from the file's CRC-32 table, or the manifest of a shard
     written before it), the header checked by the core."""
-    from ..tlspec_io import payload_crc32s
-
     try:
-        return payload_crc32s(path)
+        return tlspec_io.payload_crc32s(path)
     except TlspecFormatError as error:
         raise _damaged(path, f"its header is damaged ({error.code})") from error
 

@@ -8,6 +8,8 @@ from importlib import resources
 from typing import Any, Optional
 
 from ... import errors
+from ..native import native_extension
+from .installed import wasmtime_version
 
 #: The component file the pure wheel carries next to this package.
 COMPONENT_RESOURCE = "torchlens_core.wasm"
@@ -23,9 +25,7 @@ def component_bytes() -> bytes:
     if packaged.is_file():
         return packaged.read_bytes()
     try:
-        from .. import _native_extension
-
-        return _native_extension().embedded_component()
+        return native_extension().embedded_component()
     except ImportError:
         raise errors.CoreUnavailableError(
             f"torchlens carries no core component ({COMPONENT_RESOURCE}) and no native extension",
@@ -38,6 +38,7 @@ def core() -> Any:
     """This thread's core instance under the ``wasmtime`` package."""
     global _threads
     try:
+        # lazy: wasmtime is an optional dependency (the pure wheel's); these modules import it
         from .bindings import Core
         from .runtime import Threads
     except ImportError as error:
@@ -55,6 +56,4 @@ def core() -> Any:
 
 def runtime_version() -> str:
     """The version of the ``wasmtime`` package running the component."""
-    from .runtime import wasmtime_version
-
     return wasmtime_version()

@@ -23,6 +23,7 @@ from wasmtime import _ffi as ffi
 from wasmtime import component as wc
 
 from ... import errors
+from .installed import wasmtime_version
 from .values import converters
 
 CORE_INTERFACE = "torchlens:core/core@0.1.0"
@@ -63,16 +64,6 @@ def _cache_dir() -> Optional[Path]:
         os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
     )
     return Path(base) / "torchlens" if base else None
-
-
-def wasmtime_version() -> str:
-    """The installed ``wasmtime`` package's version (it has no ``__version__``)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("wasmtime")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _compile(engine: wasmtime.Engine, component_bytes: bytes) -> wc.Component:

@@ -160,7 +160,7 @@ class Capture(LiveEditHost):
 
     def _held_recorder(self) -> Any:
         """The native host's recorder of this capture's ops (``_native.HeldOpRecorder``, see
-        ``host-python/src/held_op.rs``) when every output is held, none is (``save=False``), or
+        ``backends/torch/native/src/held_op.rs``) when every output is held, none is (``save=False``), or
         a ``save=`` selector's live plan decides them (not a value-dependent one, nothing
         streamed); None otherwise (and on the wasmtime-py host). With a recorder, ``replays``
         gets the store where it keeps its ops' replay facts until they are read
@@ -510,7 +510,7 @@ class Capture(LiveEditHost):
 
     def module_hooks(self) -> Tuple[Callable[..., Any], Callable[..., Any], Any]:
         """The module pre-hook and forward hook, and the native object they belong to: the
-        native host's (``_native.ModuleCallHooks``, see ``host-python/src/module_hooks.rs``)
+        native host's (``_native.ModuleCallHooks``, see ``backends/torch/native/src/module_hooks.rs``)
         when ops are recorded in one call each and no live edit reads module outputs, else
         :meth:`pre_hook` and :meth:`post_hook` (which the native ones hand every call they do not
         handle) and None."""

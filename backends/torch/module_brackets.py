@@ -51,7 +51,7 @@ _NOTHING = object()
 class _Installation:
     """One module's Python bracket (or, on a module with hooks of its own, its two prepended
     hooks), how many captures use it, and what its ``__dict__`` held before. A native bracket is
-    its own record (``install_brackets`` in ``host-python/src/module_bracket.rs``)."""
+    its own record (``install_brackets`` in ``backends/torch/native/src/module_bracket.rs``)."""
 
     __slots__ = ("module", "bracket", "previous", "handles", "users")
 
@@ -103,7 +103,7 @@ def _bracket_for(module: torch.nn.Module, forward: Callable[..., Any]) -> Callab
     """The Python bracket of one module around its ``forward`` (read before the bracket went
     in): the definition, which the pure host and captures with Python hooks run. A capture
     whose hooks are native gets ``_native.ModuleBracket`` instead (``install_brackets`` in
-    ``host-python/src/module_bracket.rs``), which does the same with no Python frame. Either
+    ``backends/torch/native/src/module_bracket.rs``), which does the same with no Python frame. Either
     serves every capture that shares the module later."""
     hooks_by_thread = _HOOKS_BY_THREAD
     thread_ident = threading.get_ident

@@ -1,7 +1,7 @@
 """The replay records of one torch capture (value id → ``ReplayRecord``), made when first read.
 
 Replay reads the records only when a trace is validated or forked, so the native recorder
-(``host-python/src/held_op.rs``) keeps each op's replay facts as Rust data
+(``backends/torch/native/src/held_op.rs``) keeps each op's replay facts as Rust data
 (``_native.PendingReplays``) instead of making a record, a reference per tensor argument, a
 tuple and a dict on every op. The first read makes them all, the same objects the Python path
 (``Capture.record``) makes at the op, which it still stores here directly."""

@@ -1,6 +1,6 @@
 """The native host records the ops of a full torch capture in one call each
-(``host-python/src/held_op.rs``) and reports its module calls from native hooks
-(``host-python/src/module_hooks.rs``); the Python path (``Capture.record``, ``Capture.pre_hook``,
+(``backends/torch/native/src/held_op.rs``) and reports its module calls from native hooks
+(``backends/torch/native/src/module_hooks.rs``); the Python path (``Capture.record``, ``Capture.pre_hook``,
 ``Capture.post_hook``) is the definition. Both must give the same trace: the same ops, edges,
 sources, module calls, values, replay records and validation."""
 

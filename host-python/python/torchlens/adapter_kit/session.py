@@ -122,7 +122,7 @@ class CaptureSession:
         #: Whether ``open_calls`` is kept up to date (see :meth:`without_call_tracking`).
         self._tracks_calls = True
         # The next value id, and events not yet sent. The native torch recorder
-        # (host-python/src/held_op.rs) updates these two and ``_op_count`` itself.
+        # (backends/torch/native/src/held_op.rs) updates these two and ``_op_count`` itself.
         self._next_value = 1
         self._unsent = 0
         self._open = True

@@ -1,5 +1,5 @@
 """``Core``, ``Session`` and ``Trace`` over the ``wasmtime`` package: the same methods, argument
-orders and return shapes as the pyo3 extension's classes (host-python/src/engine.rs,
+orders and return shapes as the pyo3 extension's classes (host-python/bridge/src/engine.rs,
 session.rs, trace.rs), so nothing above ``torchlens._hosts`` knows which host runs."""
 
 from __future__ import annotations

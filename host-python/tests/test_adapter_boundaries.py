@@ -77,6 +77,33 @@ def test_the_kit_imports_no_backend_no_registry_and_no_framework():
             assert module.split(".")[0] not in frameworks, f"adapter_kit/{file} imports {module}"
 
 
+def _docstrings(tree):
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def test_the_kit_never_branches_on_a_backend_name():
+    """A framework's needs are hooks: no string in the kit's code (docstrings and comments, which
+    name frameworks as examples, aside) is a registered backend's name or a framework module."""
+    names = set(tl.backends.names()) | {"tensorflow", "keras", "flax", "equinox"}
+    kit = os.path.join(os.path.dirname(tl.__file__), "adapter_kit")
+    for file in sorted(os.listdir(kit)):
+        if not file.endswith(".py"):
+            continue
+        with open(os.path.join(kit, file), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        skipped = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+                words = {word.split(".")[0] for word in node.value.replace(":", " ").split()}
+                assert not words & names, f"adapter_kit/{file}:{node.lineno} names {words & names}"
+
+
 #: What a function-local import may name, each with why it waits for first use. Importing
 #: torchlens imports no framework (each backend imports its own when first used; NumPy included,
 #: though it is a dependency: test_package.py) and no optional dependency.

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession
-from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.array_codec import is_bit_carrier, payload_bytes
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.options import CaptureOptions
 
@@ -18,7 +18,9 @@ from . import jaxpr_cache, refusals
 from .capture import Capture, as_array
 from .dtypes import is_key, neutral_name
 from .grads import GradOptions, derive, inexact
-from .roots import Root, check_root, framework_of, raw_root
+from .modules import module_root
+from .payloads import codec_metadata, finish_load, numpy_dtype
+from .roots import Root, check_root, framework_of, path_name, raw_root
 
 
 @dataclass
@@ -103,13 +105,10 @@ class JaxAdapter(BackendProtocol):
                     "leave module_identity_mode unset for raw callables (function_root)",
                 )
             return raw_root(model, args, kwargs)
-        from .modules import module_root
 
         return module_root(model, framework, args, kwargs, attribute=mode != "function_root")
 
     def _run(self, root: Root, closed: Any, output_shape: Any, capture: Capture, session: Any) -> None:
-        from .roots import path_name
-
         session.module(0, ["self"], root.class_name or "function", False, False)
         session.extra("provenance.param_source", "pytree-derived" if root.params else "none")
         session.extra("provenance.module_identity_mode", root.kind)
@@ -163,8 +162,6 @@ class JaxAdapter(BackendProtocol):
         return neutral_name(value.dtype)
 
     def from_numpy(self, array: Any, dtype: str, like: Any = None) -> Any:
-        from .payloads import numpy_dtype
-
         if like is not None and is_key(like.dtype):
             # A typed PRNG key travels as its key data: rebuild a key of the same implementation.
             data = jnp.asarray(array.astype(numpy_dtype(dtype), copy=False))
@@ -185,16 +182,10 @@ class JaxAdapter(BackendProtocol):
     def payload_bytes(self, value: Any) -> memoryview:
         """The value's bytes in C order: a typed PRNG key as its key data, a sharded array
         assembled on the host."""
-        from torchlens.adapter_kit.array_codec import payload_bytes
-
         return payload_bytes(self.to_numpy(value))
 
     def codec_metadata(self, trace: Any) -> dict:
-        from .payloads import codec_metadata
-
         return codec_metadata(trace)
 
     def finish_load(self, payloads: dict, labels: dict, codec: dict, hints: Any) -> Any:
-        from .payloads import finish_load
-
         return finish_load(payloads, labels, codec, hints)

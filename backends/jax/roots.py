@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any, Callable, List, Optional, Tuple
 
 import jax
@@ -48,8 +49,6 @@ def is_dynamic(leaf: Any) -> bool:
 def framework_of(model: Any) -> Optional[str]:
     """``equinox`` or ``flax_nnx`` for a module root, None for a raw callable. Reads only
     modules the caller has already imported."""
-    import sys
-
     eqx = sys.modules.get("equinox")
     if eqx is not None and isinstance(model, eqx.Module) and not _is_transform(model):
         return "equinox"

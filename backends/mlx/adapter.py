@@ -15,8 +15,10 @@ from torchlens.adapter_kit import BackendProtocol, CaptureRequest, SaveRequest
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.module_walk import install_module_calls
-from torchlens.adapter_kit.replay import ReplayRecord
+from torchlens.adapter_kit.replay import ReplayRecord, values_match
 from torchlens.adapter_kit.structures import named_arrays, substitute
+from torchlens.edits import actions
+from torchlens.errors import UnsupportedError
 
 from . import refusals
 from .capture import Recorder, Stop, rebind_held_functions, rebuild, result_arrays
@@ -119,7 +121,6 @@ class EditedCall:
         result = self.call(*args, **kwargs)
         if not self.edits:
             return result
-        from torchlens.adapter_kit.replay import values_match
 
         produced = result if self.index is None else result[self.index]
         if not isinstance(produced, mx.array):
@@ -345,8 +346,6 @@ class MlxAdapter(HostConversions, BackendProtocol):
     def apply_action(self, action: Any, value: Any) -> Any:
         """Applies an edit action with MLX's own lazy ops (nothing is evaluated mid-forward,
         so realize-once holds); the result keeps the value's shape and dtype."""
-        from torchlens.edits import actions
-
         if isinstance(action, actions.CallableAction):
             result = action.apply(value, self)
         elif isinstance(action, actions.ZeroAblate):
@@ -378,8 +377,6 @@ class MlxAdapter(HostConversions, BackendProtocol):
         if not isinstance(result, mx.array):
             result = _as_mlx(result)
         if tuple(result.shape) != tuple(value.shape):
-            from torchlens.errors import UnsupportedError
-
             raise UnsupportedError(
                 f"{action.describe()} would change the shape from {tuple(value.shape)} to "
                 f"{tuple(result.shape)}",
@@ -455,8 +452,6 @@ class _LiveEdits:
         finally:
             recorder.quiet -= 1
         if tuple(replacement.shape) != tuple(array.shape):
-            from torchlens.errors import UnsupportedError
-
             raise UnsupportedError(
                 f"{action.describe()} changed the shape", "edit_shape_changed", "keep the value's shape"
             )

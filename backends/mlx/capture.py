@@ -15,6 +15,8 @@ each concrete (lazy) output before the caller sees it."""
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -573,8 +575,6 @@ class Recorder:
     def _global_transforms(self, function: Any, namespace: Dict[str, Any], read: Dict[str, Any]) -> None:
         """Transformed functions (``mx.compile``/``grad``/``vmap`` results) the forward's code
         reads as module globals: ``(module, name)`` for the capture to route through one op."""
-        import sys
-
         transformed = refusals.gc_func_type()
         module = sys.modules.get(getattr(function, "__module__", None) or "")
         if module is None or vars(module) is not namespace:
@@ -636,8 +636,6 @@ def _wrap(
     """``patches.wrap`` for callables ``functools.wraps`` cannot copy (MLX 0.26's compiled
     functions have no string ``__qualname__``): the wrapper on the owner thread, the original
     on every other thread, restored when the capture ends."""
-    import threading
-
     original = getattr(owner, name)
     wrapper = make(original)
     wrapped[id(original)] = (owner, name)
@@ -775,8 +773,6 @@ def _calling(module: Any, name: str) -> Callable[..., Any]:
 
 
 def _enable_compile() -> None:
-    import os
-
     if not os.environ.get("MLX_DISABLE_COMPILE"):
         mx.enable_compile()
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from torchlens.adapter_kit.lazy_exports import lazy_exports
 
+from .refusals import check_import_order
+
 
 def _check_import_order() -> None:
-    from .refusals import check_import_order
-
     check_import_order()  # Paddle crashes when first imported after TensorFlow
 
 

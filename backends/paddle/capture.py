@@ -12,6 +12,7 @@ exact tensor object it was given is an alias of it (no new op)."""
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import paddle
@@ -259,8 +260,6 @@ _DISPATCHERS: Dict[Tuple[int, str], Tuple[Any, Callable[..., Any]]] = {}
 def _kernel_dispatcher(original: Callable[..., Any], kind: str, name: str) -> Callable[..., Any]:
     """What a kernel attribute holds during a capture: the capturing thread's calls go to the
     active recorder, every other thread (and any call with no capture running) to the kernel."""
-    import threading
-
     get_ident = threading.get_ident
     active = _ACTIVE
 

@@ -11,6 +11,9 @@ from torchlens.adapter_kit.live_edits import LiveEdits as KitLiveEdits
 from torchlens.adapter_kit.live_edits import StopSignal
 from torchlens.edits.actions import Add, CallableAction, ReplaceWith, Scale, ZeroAblate, _shape_kept
 
+from . import refusals
+from .capture import tensors_of
+
 __all__ = ["LiveEdits", "StopSignal", "apply_natively"]
 
 
@@ -54,8 +57,6 @@ _NATIVE_ACTIONS = (ZeroAblate, Scale, Add, ReplaceWith, CallableAction)
 
 
 def _refuse(message: str, code: str, remedy: str) -> Exception:
-    from . import refusals
-
     return refusals.refuse(message, code, remedy)
 
 
@@ -80,6 +81,4 @@ class LiveEdits(KitLiveEdits):
 
 
 def _output_of(result: Any, output_index: Any) -> Any:
-    from .capture import tensors_of
-
     return tensors_of(result)[output_index] if output_index is not None else result

@@ -3,6 +3,7 @@ TensorFlow Keras backend)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List
 
@@ -18,6 +19,7 @@ from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
 from .dtypes import DENSE, neutral_name, tf_dtype
 from .edits import LiveEdits, apply_natively
+from .funcgraph import capture as capture_graph
 from .grads import GradHooks, GradOptions
 
 
@@ -121,7 +123,6 @@ class TFAdapter(HostConversions, BackendProtocol):
                 "graph-only entries have no module attribution (function_root only)",
                 "leave module_identity_mode unset for a graph-only entry",
             )
-        from .funcgraph import capture as capture_graph
 
         return capture_graph(self, request, TFRuntime)
 
@@ -190,8 +191,6 @@ def _build_keras(model: Any, args: tuple, kwargs: dict) -> bool:
     before the capture starts (as its first call would: creating its variables is not part of
     the traced forward). Returns whether it built the model; a model it cannot build this way
     is left as it is (and refuses in ``refusals.root``)."""
-    import sys
-
     keras = sys.modules.get("keras")
     if keras is None or not isinstance(model, keras.Layer) or model.built:
         return False

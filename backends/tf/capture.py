@@ -15,6 +15,7 @@ capture cannot change a value: ``intervene=`` and ``stop_after=`` refuse at the 
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -70,8 +71,6 @@ def tensors_of(value: Any) -> List[Any]:
 
 
 def is_keras_layer(value: Any) -> bool:
-    import sys
-
     keras = sys.modules.get("keras")
     layer = getattr(keras, "Layer", None) if keras is not None else None
     return layer is not None and isinstance(value, layer)
@@ -202,8 +201,6 @@ class Recorder(KitRecorder):
         """Wraps ``keras.Layer.__call__`` and the ``__call__`` of every ``tf.Module`` class under
         the root (not the root's own: the adapter enters the root call itself), and adds the op
         callback; ``patches`` removes all of it."""
-        import sys
-
         keras = sys.modules.get("keras")
         if keras is not None:
             patches.wrap(keras.Layer, "__call__", self.module_call_wrapper)

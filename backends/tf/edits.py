@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List
 import tensorflow as tf
 
 from torchlens.adapter_kit.live_edits import selector_kinds
+from torchlens.adapter_kit.replay import replay_edits
 from torchlens.edits.actions import Add, CallableAction, Scale, ZeroAblate, _shape_kept
 
 from . import refusals
@@ -244,8 +245,6 @@ class LiveEdits:
 
     def prepare_runtime(self, runtime: Any) -> None:
         """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``)."""
-        from torchlens.adapter_kit.replay import replay_edits
-
         replay_edits(runtime, self.fired, self.adapter, apply_natively, _output_of)
 
 

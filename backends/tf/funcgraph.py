@@ -20,7 +20,7 @@ from tensorflow.python.framework import tensor_util
 from torchlens.adapter_kit import CaptureSession
 from torchlens.adapter_kit.replay import ReplayRecord, ValueRef
 
-from . import prescan
+from . import prescan, refusals
 from .capture import _attr, _raw_op, op_name
 from .dtypes import DENSE, KEPT, neutral_name
 from .refusals import keras_predict_owner
@@ -92,8 +92,6 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
     captured = list(function.captured_inputs)
     placeholders = list(graph.inputs)
     if len(placeholders) != len(user_inputs) + len(captured):
-        from . import refusals
-
         raise refusals.refuse(
             "the graph-only entry's inputs do not line up with the call's tensor arguments",
             "capability_unsupported",

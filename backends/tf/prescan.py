@@ -24,6 +24,8 @@ import sys
 import weakref
 from typing import Any, Dict, Iterable, Optional
 
+from torchlens.errors import BackendUnsupportedError
+
 from . import refusals
 
 #: Op types that write a variable or other persistent state (replay and the saved values would
@@ -125,8 +127,6 @@ def eager_entry(model: Any, args: tuple, kwargs: dict) -> str:
     if cached is not None:
         return cached
     import tensorflow as tf
-
-    from torchlens.errors import BackendUnsupportedError
 
     def creates(next_creator: Any, **_kwargs: Any) -> Any:
         raise refusals.variable_write("a variable created inside the forward")

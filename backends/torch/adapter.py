@@ -8,11 +8,11 @@ from typing import Any, List
 import torch
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
-from torchlens.adapter_kit.array_codec import is_bit_carrier
+from torchlens.adapter_kit.array_codec import is_bit_carrier, transport_dtype
 from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import substitute
-from torchlens.errors import PayloadModifiedError
+from torchlens.errors import BackendUnsupportedError, PayloadModifiedError
 
 from . import grads, module_brackets
 from .actions import apply_natively
@@ -144,8 +144,6 @@ class TorchAdapter(BackendProtocol):
     def from_numpy(self, array: Any, dtype: str, like: Any = None) -> torch.Tensor:
         torch_dtype = BY_NAME.get(dtype)
         if torch_dtype is None:
-            from torchlens.adapter_kit.array_codec import transport_dtype
-
             transport_dtype(dtype)  # refuses a dtype the core does not list
             raise TypeError(f"torch {torch.__version__} has no dtype {dtype}")
         if is_bit_carrier(dtype) and array.dtype.kind == "u":
@@ -200,8 +198,6 @@ def _report_module_calls(capture: Capture, patches: Patches, root_is_module: boo
 
 
 def _refuse(message: str, code: str, remedy: str) -> Exception:
-    from torchlens.errors import BackendUnsupportedError
-
     return BackendUnsupportedError(message, code, remedy, framework="torch")
 
 

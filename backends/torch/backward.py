@@ -17,11 +17,16 @@ hook holding the trace (which holds the output, which holds the graph) would nev
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from torchlens.backward import BackwardGraph, BackwardRecord, GradFn
+from torchlens.errors import SelectorMatchedNothingWarning
+from torchlens.trace import warn_matched_nothing
+
+from .capture import flatten
 
 _BACKWARD_SUFFIX = re.compile(r"backward\d*$")
 
@@ -108,8 +113,6 @@ class BackwardArming:
     def finish(self, trace: Any, output: Any, params: Dict[str, torch.Tensor]) -> None:
         """Decides which ops are armed (labels are final now), reads the backward graph and hands
         the trace its record and its live output."""
-        from torchlens.trace import warn_matched_nothing
-
         state = self.state
         by_value: Dict[int, List[int]] = {}
         for op in trace.ops:
@@ -152,8 +155,6 @@ class BackwardArming:
 
     def _graph(self, trace: Any, output: Any, params: Dict[str, torch.Tensor]) -> BackwardGraph:
         """Autograd functions reachable from the outputs, in topological order (roots first)."""
-        from .capture import flatten
-
         labels_of_value: Dict[int, str] = {}
         for op in trace.ops:
             value_id = op._info.get("value")
@@ -218,10 +219,6 @@ class BackwardArming:
 def _quiet_select(trace: Any, selector: Any) -> bool:
     """Whether ``selector`` matches anything (without the matched-nothing warning, which the
     caller raises at the user's line)."""
-    import warnings
-
-    from torchlens.errors import SelectorMatchedNothingWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SelectorMatchedNothingWarning)
         return bool(trace.select(selector))

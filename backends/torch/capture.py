@@ -176,6 +176,7 @@ class Capture(LiveEditHost):
         else:
             return None
         try:
+            # lazy: the native extension is absent from the pure wheel
             from torchlens._native import HeldOpRecorder, PendingReplays, Session
         except ImportError:
             return None  # the pure wheel: no extension
@@ -517,7 +518,7 @@ class Capture(LiveEditHost):
         # A narrow ``save=`` plan reads the open module calls, which the Python hooks track.
         if self.held_recorder is None or self.edits is not None or self.recorder_keeping == "selected":
             return self.pre_hook, self.post_hook, None
-        from torchlens import _native
+        from torchlens import _native  # lazy: the native extension is absent from the pure wheel
 
         hooks = _native.ModuleCallHooks(
             self.session.native,

@@ -93,7 +93,7 @@ def _thread_post_hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
 def _native_functions() -> Any:
     """The native extension, or None (the pure wheel)."""
     try:
-        from torchlens import _native
+        from torchlens import _native  # lazy: the native extension is absent from the pure wheel
     except ImportError:
         return None
     return _native

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from torchlens.api import trace as full_trace
 from torchlens.recording import ActivationRecord, Recording
 from torchlens.trace import warn_matched_nothing
 
@@ -155,8 +156,6 @@ def _record_by_trace(
     """One full ``tl.trace`` with ``save=selector``: the recording of its selected values, the
     trace's ops and the selected ones (a plan is learned from them). Output nodes are left out:
     they hold no value of their own (the model's output is ``recording.output``)."""
-    from torchlens.api import trace as full_trace
-
     outputs: List[Any] = []
     traced, handle = _output_catcher(model, outputs)
     try:

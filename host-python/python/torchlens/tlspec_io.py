@@ -18,7 +18,7 @@ from .backends import get_backend
 from .backward import GRAD_TENSOR_PREFIX, from_core_json
 from .collector_pause import collector_paused
 from .errors import InvalidTraceError, LimitExceededError, TlspecFormatError
-from .tlspec_write import SOURCE_PATH_MODES, save, write_tlspec
+from .tlspec_write import SOURCE_PATH_MODES, map_payloads, save, write_tlspec
 from .trace import Op, Trace
 
 __all__ = [
@@ -39,19 +39,6 @@ class PayloadLoadHints:
     Without hints every payload loads as a plain single-device value."""
 
     jax: Any = None
-
-
-def map_payloads(path: str, backend: Any, placements: list) -> dict:
-    """The payloads of a file just written, by the writer's slots, as zero-copy arrays over a
-    private memory map (as ``tl.load`` gives them)."""
-    if not placements:
-        return {}
-    with open(path, "rb") as handle:
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
-    return {
-        slot: backend.payload_from_buffer(mapped, offset, length, dtype, shape)
-        for slot, offset, length, dtype, shape in placements
-    }
 
 
 def load(

@@ -37,7 +37,7 @@ _TRANSPORT: Dict[str, Tuple[str, bool]] = {
 def transport_dtype(dtype: str) -> Any:
     """The NumPy dtype a payload of logical ``dtype`` travels as (``payload_dtype_unknown`` for
     a name the core does not list)."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     entry = _TRANSPORT.get(dtype)
     if entry is None:
@@ -57,7 +57,7 @@ def is_bit_carrier(dtype: str) -> bool:
 
 def host_array(value: Any) -> Any:
     """A NumPy view of a host-resident array: DLPack first (zero copy), then ``__array__``."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     if isinstance(value, numpy.ndarray):
         return value
@@ -69,7 +69,7 @@ def host_array(value: Any) -> Any:
 
 def payload_bytes(array: Any) -> memoryview:
     """The bytes of a NumPy array in C order (a copy only when it is not contiguous)."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     flat = numpy.ascontiguousarray(array).reshape(-1)
     return memoryview(flat.view(numpy.uint8)).cast("B")
@@ -78,7 +78,7 @@ def payload_bytes(array: Any) -> memoryview:
 def array_from_buffer(buffer: Any, offset: int, length: int, dtype: str, shape: list) -> Any:
     """A zero-copy NumPy array over ``length`` bytes of ``buffer`` at ``offset``, in the
     transport dtype of ``dtype`` (``uint16`` for ``bfloat16``)."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     transport = transport_dtype(dtype)
     count = 1

@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..edits.actions import Action, CallableAction, _shape_kept
+from .. import selectors
+from ..edits.actions import Action, CallableAction, PatchFrom, _shape_kept
 from ..edits.rules import RecordContext
-from ..errors import UnsupportedError
+from ..errors import PatchError, UnsupportedError
+from .replay import replay_edits
 
 
 class StopSignal(BaseException):
@@ -64,8 +66,6 @@ def selector_kinds(selector: Any, found: Optional[set] = None) -> set:
     ``downstream_of``...); ``&`` and ``~`` are listed when present. An influence term lists its
     seed's kinds too (a seed decided at a call's exit or by a predicate shapes how the term can
     be decided)."""
-    from .. import selectors
-
     found = set() if found is None else found
     if isinstance(selector, selectors._Leaf):
         found.add(selector.kind)
@@ -136,8 +136,6 @@ class LiveCondition:
         self._compile(selector)
 
     def _compile(self, selector: Any) -> None:
-        from .. import selectors
-
         if "where" not in selector_kinds(selector) or isinstance(selector, selectors._Influence):
             # An influence term is the core's to decide whole (it refuses a predicate seed).
             self._rules[id(selector)] = self.session.rule(selector)
@@ -153,8 +151,6 @@ class LiveCondition:
         return bool(self._decide(self.selector, func, value_id, context))
 
     def _decide(self, selector: Any, func: str, value_id: int, context: Callable[[], RecordContext]) -> bool:
-        from .. import selectors
-
         rule = self._rules.get(id(selector))
         if rule is not None:
             return bool(rule.at_op(func, value_id))
@@ -364,8 +360,6 @@ class LiveEdits:
 
     def prepare_runtime(self, runtime: Any, apply: Callable[[Any, Any, Any], Any], output_of: Any) -> None:
         """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``)."""
-        from .replay import replay_edits
-
         replay_edits(runtime, self.fired, self.adapter, apply, output_of)
 
 
@@ -373,9 +367,6 @@ def check_patched_sites(trace: Any, edits: LiveEdits) -> None:
     """After the capture: every op ``tl.patch_from`` patched must carry the label its source
     op has (sites pair up by their place in the run; a different label means the runs took
     different paths, and the patch is refused instead of kept)."""
-    from ..edits.actions import PatchFrom
-    from ..errors import PatchError
-
     by_value = None
     for value_id, (actions, _) in edits.fired.items():
         for action in actions:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .._core import core
+
 REJECTED = 0
 SELECTED = 1
 WAIT_CORE = 2
@@ -201,8 +203,6 @@ class OpTypes:
     def of(cls, func_name: str) -> str:
         op_type = cls._known.get(func_name)
         if op_type is None:
-            from .._core import core
-
             op_type = cls._known[func_name] = core().op_type(func_name)
         return op_type
 

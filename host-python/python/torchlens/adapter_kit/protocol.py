@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Mapping, Optional, Tuple, Type
 
 from ..errors import BackendUnsupportedError
-from . import array_codec, framework_version
+from . import array_codec, framework_version, replay
 from .capture_pipeline import CaptureHooks, run_capture
 from .preflight import check_request
 from .request import CaptureRequest, SaveRequest
@@ -216,7 +216,7 @@ class BackendProtocol(ABC):
 
     def host_copy(self, value: Any) -> Any:
         """An independent host (NumPy) copy of a value."""
-        import numpy
+        import numpy  # lazy: importing torchlens imports no numpy
 
         return numpy.array(self.to_numpy(value), copy=True)
 
@@ -233,9 +233,7 @@ class BackendProtocol(ABC):
 
     def validation_status(self, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
         """Replay validation (the shared driver over this adapter's hooks)."""
-        from .replay import validation_status
-
-        return validation_status(self, trace, outputs)
+        return replay.validation_status(self, trace, outputs)
 
     def validate(self, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
         """True/False when the validation status is final, otherwise the status itself."""

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
+from ..errors import PayloadModifiedError
+from ..validation import fold
 from .value_independence import value_independent
 
 #: Relative and absolute tolerance by dtype: a framework may pick another kernel for the same op
@@ -253,7 +255,7 @@ def differ(adapter: Any, left: Any, right: Any, dtype: str) -> Optional[bool]:
     by the dtype's tolerance relative to each element and to ``right``'s own scale (its
     largest magnitude): an output of magnitude 1e-6 that moves by 1e-7 differs, where a fixed
     absolute tolerance would call it unchanged."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     try:
         a, b = adapter.to_numpy(left), adapter.to_numpy(right)
@@ -285,7 +287,7 @@ def differ(adapter: Any, left: Any, right: Any, dtype: str) -> Optional[bool]:
 def _real_dtype(dtype: Any) -> Any:
     """The real floating dtype of a host array's dtype (complex64 → float32; bfloat16 and
     float8 host views are float32 already)."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     if dtype.kind == "c":
         return numpy.float32 if dtype.itemsize == 8 else numpy.float64
@@ -306,7 +308,7 @@ class _Replayer:
     """One validation run over one trace."""
 
     def __init__(self, adapter: Any, trace: Any, runtime: ReplayRuntime) -> None:
-        import numpy
+        import numpy  # lazy: importing torchlens imports no numpy
 
         self.adapter = adapter
         self.trace = trace
@@ -318,8 +320,6 @@ class _Replayer:
     # ---- values ------------------------------------------------------------------------------
 
     def load_values(self, decisions: List[Tuple[int, str, str]]) -> None:
-        from ..errors import PayloadModifiedError
-
         source = self.runtime.values
         for op in self.trace.ops:
             value_id = op._info.get("value")
@@ -387,7 +387,7 @@ class _Replayer:
     ) -> Iterator[Dict[Tuple[type, int], Any]]:
         """Every perturbable parent moved at once, by a gentle then a strong random move (only
         floating parents; two attempts each)."""
-        import numpy
+        import numpy  # lazy: importing torchlens imports no numpy
 
         movable = [
             ref
@@ -435,7 +435,7 @@ class _Replayer:
            integers, all true and all false for booleans;
         4. reversals: negation and every axis reversed.
         """
-        import numpy
+        import numpy  # lazy: importing torchlens imports no numpy
 
         floating = dtype in TOLERANCE
         if floating:
@@ -476,7 +476,7 @@ class _Replayer:
         yield numpy.ascontiguousarray(array[(slice(None, None, -1),) * array.ndim])
 
     def framework_value(self, array: Any, dtype: str, like: Any) -> Any:
-        import numpy
+        import numpy  # lazy: importing torchlens imports no numpy
 
         # numpy.array keeps a 0-d array 0-d (ascontiguousarray would make it 1-d).
         return self.adapter.from_numpy(numpy.array(array, order="C"), dtype, like=like)
@@ -569,7 +569,7 @@ def control_operands(distinct: List[ValueRef], dtype_of: Callable[[ValueRef], st
 def _numeric_literals(template: Any) -> List[Any]:
     """The number and array constants written into a call (``x != 0``'s zero): a comparison's
     other side, which a perturbation may copy."""
-    import numpy
+    import numpy  # lazy: importing torchlens imports no numpy
 
     found = []
     for leaf in template_leaves(template):
@@ -593,8 +593,6 @@ def _is_empty(adapter: Any, value: Any) -> bool:
 def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = None) -> Any:
     """Replay-validates a live trace with ``adapter``'s hooks; returns the folded
     :class:`~torchlens.validation.ValidationStatus`."""
-    from ..validation import fold
-
     labels = [op.label for op in trace.ops]
     runtime = trace._runtime
     if runtime is None:

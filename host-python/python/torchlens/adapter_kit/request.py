@@ -9,6 +9,7 @@ from typing import Any, Optional, Tuple
 
 from ..options import CaptureOptions
 from ..selectors import Selector
+from .live_edits import selector_kinds
 
 SAVE_MODES = ("all", "none", "selected")
 
@@ -37,8 +38,6 @@ class SaveRequest:
         decides it live (see :class:`~torchlens.adapter_kit.live_edits.LiveEdits`)."""
         if self.selector is None:
             return False
-        from .live_edits import selector_kinds
-
         return "where" in selector_kinds(self.selector)
 
 

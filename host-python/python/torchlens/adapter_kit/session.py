@@ -25,6 +25,14 @@ from collections import deque
 from collections.abc import MutableMapping
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from .._core import core
+from ..errors import (
+    BackendUnsupportedError,
+    CaptureUnverifiedWarning,
+    SelectionIncompleteWarning,
+    UnsupportedError,
+)
+from ..trace import Trace, warn_matched_nothing
 from .live_plan import (
     REJECTED,
     ROOT_CALL,
@@ -64,8 +72,6 @@ class CaptureSession:
     def __init__(
         self, request: CaptureRequest, payload_bytes: Optional[Callable[[Any], memoryview]] = None
     ) -> None:
-        from .._core import core
-
         self.request = request
         #: Under ``streaming=`` each held value is written at once, as ``trace.save`` would write
         #: it (the adapter's ``payload_bytes``); opened before the core session, so a target that
@@ -533,7 +539,6 @@ class CaptureSession:
         """Finalizes the trace: the core labels and groups, the selection is finalised (selected
         values plus constants and buffers; a selector that matched nothing warns), and the
         capture-unverified warning is raised when the core says the capture may be incomplete."""
-        from ..trace import Trace, warn_matched_nothing
 
         native_trace, decisions = self._native.finish()
         self._close()
@@ -563,8 +568,6 @@ class CaptureSession:
         if self.missed and save.mode == "selected":
             _warn_missed(trace, self.missed)
         if not trace.capture_verified:
-            from ..errors import CaptureUnverifiedWarning
-
             warnings.warn(
                 f"the capture may be incomplete: {trace.capture_reason}",
                 CaptureUnverifiedWarning,
@@ -613,8 +616,6 @@ def _open_spool(
     request: CaptureRequest, payload_bytes: Optional[Callable[[Any], memoryview]]
 ) -> PayloadSpool:
     """The spool of a streamed capture, or a typed refusal."""
-    from ..errors import BackendUnsupportedError, UnsupportedError
-
     if payload_bytes is None:
         # The gate admitted streaming, but the adapter did not hand its payload codec over.
         raise BackendUnsupportedError(
@@ -635,8 +636,6 @@ def _open_spool(
 
 def _warn_missed(trace: Any, missed: Set[int]) -> None:
     """Says which matched ops lost their values before the core could select them."""
-    from ..errors import SelectionIncompleteWarning
-
     labels = [op.label for op in trace.ops if op._info.get("value") in missed]
     trace.selection_missed = labels
     warnings.warn(

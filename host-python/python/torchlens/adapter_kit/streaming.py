@@ -22,6 +22,8 @@ import zlib
 from collections.abc import MutableMapping
 from typing import Any, Callable, Dict, Iterator, NamedTuple
 
+from ..tlspec_write import map_payloads, write_tlspec
+
 
 class SpooledPayload(NamedTuple):
     """Where one held value's bytes lie in the spool."""
@@ -89,8 +91,6 @@ class PayloadSpool(MutableMapping):
 def finish_streamed(trace: Any, spool: PayloadSpool, source_paths: str) -> None:
     """Writes the streamed trace's file from the spool, renames it into place, and points the
     trace's payloads at the new file (lazy, memory-mapped, as ``tl.load`` gives them)."""
-    from ..tlspec_io import map_payloads, write_tlspec
-
     try:
         _, placements = write_tlspec(trace, spool.target, source_paths, spool.write_into)
     finally:

@@ -98,9 +98,11 @@ test-python-second-host: test-python-native
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
 ## tinygrad 0.13.0, the Paddle tests on paddlepaddle 3.3.1, MLX on 0.26.5 and TensorFlow on
-## tensorflow-cpu 2.21.0 (Keras 3.15), each in its own virtual
-## environment (.venv-pins/<framework>) with the package built into it. `make test` runs the
-## newest releases from scripts/python-requirements.txt.
+## tensorflow-cpu 2.21.0 (Keras 3.15); then the declared minimums: tensorflow-cpu 2.16.1, jax
+## 0.7.1 (equinox 0.13.0, flax 0.12.0) and torch 2.10.0 (torchvision 0.25.0). Each runs in its
+## own virtual environment (.venv-pins/<framework>[-min]) with the package built into it, then
+## checks its scorecard record. `make test` runs the newest releases from
+## scripts/python-requirements.txt.
 test-pins: setup setup-python
 	./scripts/test-pins.sh
 

@@ -53,3 +53,7 @@ leg tf:min tf "tensorflow-cpu==2.16.1" "keras==3.15.1" "numpy<2"
 # and flax>=0.12), with the oldest of those: equinox 0.13.0, flax 0.12.0. safetensors: the
 # .tlspec test reads the file with it.
 leg jax jax "jax[cpu]==0.7.1" "jaxlib==0.7.1" "equinox==0.13.0" "flax==0.12.0" "safetensors"
+# Torch's declared minimum, 2.10 (2.10.0, PyPI wheel, run on CPU; its scorecard record is
+# 2.10.0), with its torchvision, 0.25.0 (the input-shape tests build resnet18). Older releases
+# fail the torch tests: docs/backends/torch.md says what breaks.
+leg torch:min torch "torch==2.10.0" "torchvision==0.25.0"

@@ -25,7 +25,7 @@ SPEC = BackendSpec(
     name="torch",
     aliases=("pytorch",),
     maturity="preview",
-    requirement=FrameworkRequirement("torch", "2.0", "3.0", "2.15.0", "torch"),
+    requirement=FrameworkRequirement("torch", "2.10", "3.0", "2.15.0", "torch"),
     array_modules=("torch",),
     # Every capability not listed is False: a request for it refuses with its code.
     capabilities=package_capabilities(

@@ -61,26 +61,26 @@ def _graduation_lines(capsys):
 
 
 def test_graduation_prints_six_items_with_their_reasons(capsys, monkeypatch):
-    # torch passes all six since its minimum (2.0) has a passing record (2.0.1); graduation
+    # torch passes all six since its minimum (2.10) has a passing record (2.10.0); graduation
     # still never changes maturity: that takes a recorded decision.
     assert main(["--backend", "torch", "--graduation"]) == 0
     items, last = _graduation_lines(capsys)
     assert all("[pass]" in item for item in items)
-    assert "passing on 2.0.1" in items[4]
+    assert "passing on 2.10.0" in items[4]
     assert last == "torch: graduation passed"
     # Without a record on the minimum, item 5 fails with its reason and graduation does not pass.
     real = graduation_module.load("torch")
     without_minimum = {
         **real,
         "records": {
-            version: record for version, record in real["records"].items() if not version.startswith("2.0")
+            version: record for version, record in real["records"].items() if not version.startswith("2.10")
         },
     }
     monkeypatch.setattr(graduation_module, "load", lambda backend: without_minimum)
     monkeypatch.setattr(graduation_module, "shipped_scorecard", lambda backend: without_minimum)
     assert main(["--backend", "torch", "--graduation"]) == 1
     items, last = _graduation_lines(capsys)
-    assert "[FAIL]" in items[4] and "no record on the supported minimum 2.0" in items[4]
+    assert "[FAIL]" in items[4] and "no record on the supported minimum 2.10" in items[4]
     assert last == "torch: graduation not passed"
     assert tl.backends.get_spec("torch").maturity == "preview"
 

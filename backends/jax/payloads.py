@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional
 import jax
 import ml_dtypes
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from torchlens.errors import UnsupportedError
 
@@ -96,8 +97,6 @@ def codec_metadata(trace: Any) -> dict:
 
 
 def _rebuild(named: dict, platform: Optional[str]) -> Any:
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
     devices = jax.devices(platform) if platform else jax.devices()
     count = int(np.prod(named["mesh_shape"]))
     if len(devices) < count:

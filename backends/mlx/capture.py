@@ -21,6 +21,9 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import mlx.core as mx
+import mlx.nn as nn
+import mlx.nn.layers
+import mlx.nn.layers.activations as activations
 
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, argument_template
 
@@ -458,7 +461,6 @@ class Recorder:
         _wrap(patches, mx.array, "__iter__", _iterating, wrapped)
         # Activation modules (nn.ReLU) call the compiled function they were made from: route
         # their calls through the wrapped function of the same name.
-        import mlx.nn.layers.activations as activations
 
         for klass, name in _activation_classes():
             patches.replace(klass, "__call__", _calling(activations, name))
@@ -686,9 +688,6 @@ def inventory() -> Tuple[Tuple[Any, str, str, str], ...]:
             found.append((mx.array, name, "in_place", func))
         else:
             found.append((mx.array, name, "function", func))
-    import mlx.nn as nn
-    import mlx.nn.layers
-    import mlx.nn.layers.activations as activations
 
     for name, original in _activation_originals():
         found.append((activations, name, "function", name))
@@ -701,8 +700,6 @@ def inventory() -> Tuple[Tuple[Any, str, str, str], ...]:
 @functools.cache
 def _activation_originals() -> Tuple[Tuple[str, Any], ...]:
     """``(name, function)`` of the ``mlx.nn`` activation functions, as MLX defines them."""
-    import mlx.nn.layers.activations as activations
-
     found = []
     for name in NN_ACTIVATIONS:
         value = getattr(activations, name, None)
@@ -715,8 +712,6 @@ def _activation_originals() -> Tuple[Tuple[str, Any], ...]:
 def _activation_classes() -> Tuple[Tuple[type, str], ...]:
     """``(class, function name)`` of the activation modules whose ``__call__`` calls one of the
     activation functions directly (a closure of ``_make_activation_module``)."""
-    import mlx.nn.layers.activations as activations
-
     originals = {id(original): name for name, original in _activation_originals()}
     found = []
     for klass in list(vars(activations).values()):

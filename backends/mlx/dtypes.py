@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import mlx.core as mx
+
 
 def neutral_name(dtype: Any) -> str:
     """The core's name of an MLX dtype: ``mlx.core.float32`` → ``float32``, ``bool_`` → ``bool``."""
@@ -13,6 +15,4 @@ def neutral_name(dtype: Any) -> str:
 
 def mlx_dtype(name: str) -> Any:
     """The MLX dtype of a core dtype name."""
-    import mlx.core as mx
-
     return mx.bool_ if name == "bool" else getattr(mx, name)

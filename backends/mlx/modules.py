@@ -14,6 +14,7 @@ from typing import Any, List, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx.utils import tree_flatten
 
 from torchlens.adapter_kit.module_walk import ModuleTree, ObjectTreeRules, discover_tree
 
@@ -50,6 +51,4 @@ def discover(root: Any) -> ModuleTree:
 
 
 def _flatten(tree: Any, prefix: str = "") -> List[Tuple[str, Any]]:
-    from mlx.utils import tree_flatten
-
     return tree_flatten(tree)

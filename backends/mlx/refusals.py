@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
+import mlx.core as mx
+
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
@@ -39,8 +41,6 @@ refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value
 
 def gc_func_type() -> Any:
     """The type of what ``mx.compile``, ``mx.grad`` and ``mx.vmap`` return."""
-    import mlx.core as mx
-
     return type(mx.compile(_identity))
 
 

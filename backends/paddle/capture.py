@@ -16,6 +16,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import paddle
+from paddle import _C_ops
 
 from torchlens.adapter_kit.recorder import Recorder as KitRecorder
 from torchlens.adapter_kit.replay import ReplayRecord, argument_template
@@ -153,8 +154,6 @@ class Recorder(KitRecorder):
 
     def install(self, patches: Any) -> None:
         """Wraps the kernels, the tensor methods and ``Layer.__call__`` for this capture."""
-        from paddle import _C_ops
-
         surface = inventory.live()
         kinds: Dict[str, str] = dict.fromkeys(surface["c_ops"], "op")
         kinds.update(dict.fromkeys(surface["c_ops_in_place"], "in_place"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy
 import paddle
 
 from torchlens.adapter_kit.live_edits import LiveEdits as KitLiveEdits
@@ -45,8 +46,6 @@ def apply_natively(adapter: Any, action: Any, value: Any) -> Any:
 
 
 def _numpy(value: Any, dtype: Any) -> Any:
-    import numpy
-
     return numpy.ascontiguousarray(numpy.asarray(value, dtype=dtype))
 
 

@@ -23,6 +23,9 @@ import re
 import sys
 from typing import Dict, List
 
+import paddle
+from paddle import _C_ops
+
 #: Random-number kernels of ``paddle._C_ops`` (the ones that exist in the installed Paddle).
 RNG = frozenset(
     {
@@ -116,8 +119,6 @@ SNAPSHOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inventory.j
 
 
 def _op_names() -> List[str]:
-    from paddle import _C_ops
-
     return sorted(
         name
         for name in dir(_C_ops)
@@ -137,8 +138,6 @@ def live() -> Dict[str, List[str]]:
 
 
 def _read_live() -> Dict[str, List[str]]:
-    import paddle
-
     names = _op_names()
     tensor = paddle.Tensor
     return {
@@ -167,8 +166,6 @@ def rebound() -> List[tuple]:
     """Where Paddle's Python modules hold a kernel of ``paddle._C_ops`` under their own name
     (``paddle.tensor.matmul`` is ``_C_ops.matmul`` itself): ``(module, attribute, kernel)``.
     Those are wrapped too. Rescanned when the set of loaded modules changed."""
-    from paddle import _C_ops
-
     loaded = len(sys.modules)
     if _rebound_cache["modules"] == loaded:
         return _rebound_cache["found"]  # type: ignore[return-value]
@@ -199,8 +196,6 @@ def snapshot() -> Dict[str, object]:
 
 def write() -> None:
     """Rewrites the snapshot from the installed Paddle."""
-    import paddle
-
     record: Dict[str, object] = {"paddle": paddle.__version__, **live()}
     with open(SNAPSHOT, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1, sort_keys=True)

@@ -103,6 +103,7 @@ def static_mode() -> BackendUnsupportedError:
 def root(model: Any) -> None:
     """Static-graph mode and a ``paddle.jit.to_static`` root refuse before anything runs
     (dygraph only)."""
+    # lazy: this module is imported before Paddle (the package's import-order check lives here)
     import paddle
     from paddle.jit.dy2static.program_translator import StaticFunction
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
+
 #: Neutral names of the dtypes whose values are dense arrays (saved, replayed, compared).
 DENSE = frozenset(
     {
@@ -37,6 +39,4 @@ def neutral_name(dtype: Any) -> str:
 
 def tf_dtype(name: str) -> Any:
     """The TensorFlow dtype of a core dtype name."""
-    import tensorflow as tf
-
     return tf.dtypes.as_dtype(name)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 
 def example() -> Tuple[Any, tuple]:
     """A small Keras MLP (``Sequential(Dense, Dense)``) with fixed weights, built, and its input."""
-    import keras
-
     model = keras.Sequential([keras.layers.Dense(4, activation="relu"), keras.layers.Dense(2)])
     model.build((None, 3))
     rng = np.random.default_rng(0)

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any, Dict, List
 
 import tensorflow as tf
-from tensorflow.python.framework import tensor_util
+from tensorflow.python.framework import function_def_to_graph, tensor_util
 
 from torchlens.adapter_kit import CaptureSession
 from torchlens.adapter_kit.replay import ReplayRecord, ValueRef
@@ -320,8 +320,6 @@ def _inline(
     """Walks a callee in place of the op calling it (a function call, or the branch an ``If``
     takes): its placeholders are the op's inputs from ``first`` on, its outputs are the op's
     outputs. False when the callee cannot be read (the op is then one region)."""
-    from tensorflow.python.framework import function_def_to_graph
-
     inputs = list(op.inputs)[first:]
     try:
         callee = graph._get_function(name)

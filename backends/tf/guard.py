@@ -21,6 +21,10 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import tensorflow as tf
+from tensorflow.python.eager import context
+from tensorflow.python.eager.polymorphic_function import atomic_function
+
 from torchlens.adapter_kit.op_names import snake_case
 
 from . import prescan
@@ -33,8 +37,6 @@ _SITES: Dict[str, Any] = {"loaded": 0, "sites": []}
 def refused_op_types() -> Dict[str, str]:
     """Generated-function name → op type, for every registered op type that writes (except
     ``DestroyResourceOp``, which runs when a variable is garbage collected) or draws."""
-    import tensorflow as tf
-
     found = {}
     for op_type in dir(tf.raw_ops):
         if op_type.startswith("_") or op_type == "DestroyResourceOp":
@@ -80,9 +82,6 @@ def sites() -> List[Tuple[Any, str, str]]:
 def install(patches: Any) -> None:
     """Refuses writes and draws of the owner thread before they execute, until ``patches``
     restores everything."""
-    from tensorflow.python.eager import context
-    from tensorflow.python.eager.polymorphic_function import atomic_function
-
     seed_state = _seed_state(context)
     for module, name, op_type in sites():
         patches.wrap(module, name, _refusing(op_type, context, seed_state))

@@ -24,6 +24,9 @@ import sys
 import weakref
 from typing import Any, Dict, Iterable, Optional
 
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
 from torchlens.errors import BackendUnsupportedError
 
 from . import refusals
@@ -49,7 +52,6 @@ def is_random(op_type: str) -> bool:
     """Whether an op type draws from a random state (a stateful random op)."""
     if op_type.startswith("Stateless") or not _RANDOM.search(op_type):
         return False
-    from tensorflow.python.framework import op_def_registry
 
     op_def = op_def_registry.get(op_type)
     return op_def is None or op_def.is_stateful
@@ -126,7 +128,6 @@ def eager_entry(model: Any, args: tuple, kwargs: dict) -> str:
     cached = _cached(model, key)
     if cached is not None:
         return cached
-    import tensorflow as tf
 
     def creates(next_creator: Any, **_kwargs: Any) -> Any:
         raise refusals.variable_write("a variable created inside the forward")
@@ -151,8 +152,6 @@ def eager_entry(model: Any, args: tuple, kwargs: dict) -> str:
 
 
 def _spec(value: Any) -> Any:
-    import tensorflow as tf
-
     if isinstance(value, tf.Tensor) and not isinstance(value, tf.Variable):
         return tf.TensorSpec.from_tensor(value)
     return value
@@ -161,7 +160,6 @@ def _spec(value: Any) -> Any:
 def _signature(args: tuple, kwargs: dict) -> str:
     """What a graph trace depends on: the structure, each tensor's shape and dtype, and every
     other argument's value."""
-    import tensorflow as tf
 
     def describe(value: Any) -> str:
         if isinstance(value, tf.Tensor) and not isinstance(value, tf.Variable):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import tensorflow as tf
+
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
@@ -65,8 +67,6 @@ def is_graph_only(model: Any) -> bool:
     """A ``tf.function``, a concrete function (a SavedModel signature is one), a Keras model
     whose ``call`` was compiled into one, or a Keras model's bound ``predict`` (its loop runs
     a compiled step)."""
-    import tensorflow as tf
-
     graph_types = (tf.types.experimental.PolymorphicFunction, tf.types.experimental.ConcreteFunction)
     return (
         isinstance(model, graph_types)
@@ -131,8 +131,6 @@ def root(model: Any) -> None:
     a Keras layer not built yet (its first call creates variables with random initializers),
     graph-only entries reaching the eager path (the adapter sends them to the FuncGraph
     importer first), and non-eager execution."""
-    import tensorflow as tf
-
     if not tf.executing_eagerly():
         raise refuse(
             "TensorFlow is not executing eagerly here (inside a tf.function or with eager "

@@ -19,7 +19,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from tinygrad import Tensor
+from tinygrad import Tensor, helpers
+from tinygrad.tensor import all_tensors
 
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, snapshot
 
@@ -104,8 +105,6 @@ class Recorder:
 
     def snapshot(self) -> None:
         """Remembers the UOps of every live Tensor: what the forward reads from outside."""
-        from tinygrad.tensor import all_tensors
-
         for ref in list(all_tensors):
             tensor = ref()
             if tensor is not None:
@@ -318,8 +317,6 @@ class Recorder:
 def training_mode() -> bool:
     """Whether tinygrad is in training mode (``Tensor.training`` on 0.13, the ``TRAINING``
     context variable on 0.14)."""
-    from tinygrad import helpers
-
     flag = getattr(helpers, "TRAINING", None)
     return bool(getattr(Tensor, "training", False)) or bool(getattr(flag, "value", 0))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Tuple
 
 import numpy as np
+import tinygrad.nn as nn
 from tinygrad import Tensor
 
 
@@ -12,8 +13,6 @@ class TinyMlp:
     """Two linear layers with a ReLU between them, with fixed weights."""
 
     def __init__(self) -> None:
-        import tinygrad.nn as nn
-
         self.fc1 = nn.Linear(3, 4)
         self.fc2 = nn.Linear(4, 2)
         self.fc1.weight = Tensor(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinygrad.engine import jit as tinygrad_jit
+
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
@@ -36,12 +38,10 @@ refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value
 
 def tinyjit_class() -> Any:
     """The class of TinyJit-wrapped functions (``TinyJit`` on 0.13, ``_TinyJit`` on 0.14)."""
-    from tinygrad.engine import jit
-
-    found = getattr(jit, "_TinyJit", None)
+    found = getattr(tinygrad_jit, "_TinyJit", None)
     if isinstance(found, type):
         return found
-    return jit.TinyJit
+    return tinygrad_jit.TinyJit
 
 
 def check_root(model: Any) -> None:

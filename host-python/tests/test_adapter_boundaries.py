@@ -182,19 +182,13 @@ def test_function_local_imports_only_defer_a_framework_or_an_optional_dependency
     """Imports tell the layers: every module of the installed package imports at module level,
     except a framework or an optional dependency (or a module of ours that imports one), which
     waits for first use and says so in a ``# lazy:`` comment; names used only in annotations are
-    imported under ``TYPE_CHECKING``. No import hides in a function to dodge a cycle. The kit is
-    checked too.
-
-    Not checked yet: the adapter packages ``torchlens/backends/<name>/`` (the package's own
-    ``torchlens/backends/*.py`` are checked)."""
+    imported under ``TYPE_CHECKING``. No import hides in a function to dodge a cycle. The kit and
+    the installed backends (``torchlens/backends/<name>/``) are checked too."""
     root = os.path.dirname(tl.__file__)
     checked = 0
     offenders = []
     for folder, subfolders, files in os.walk(root):
         relative = os.path.relpath(folder, root).split(os.sep)
-        if relative[0] == "backends" and len(relative) > 1:
-            subfolders[:] = []
-            continue
         subfolders.sort()
         for file in sorted(files):
             if not file.endswith(".py"):

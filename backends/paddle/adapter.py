@@ -72,7 +72,7 @@ class PaddleCapture(CaptureHooks):
     def provenance(self) -> Dict[str, str]:
         return {"paddle_aliases": str(self.recorder.aliases)} if self.recorder.aliases else {}
 
-    def payload_guard(self) -> Any:
+    def payload_guard(self) -> _VersionGuard:
         return _VersionGuard(self.recorder.versions)
 
 

@@ -53,15 +53,20 @@ class CaptureHooks:
     stop_signal: Type[BaseException] = StopSignal
     #: The backend's live edits (``intervene=``, ``stop_after=``), made when a request asks for
     #: them; None when the backend has none (the gate refused such requests already).
-    live_edits_type: Optional[Callable[[Any, Any], Any]] = None
+    live_edits_type: Optional[Callable[[CaptureRequest, BackendProtocol], Any]] = None
+
+    #: The open session and patches (set by the pipeline once they are open).
+    session: CaptureSession
+    patches: Patches
+    #: This capture's recorder (a :class:`~torchlens.adapter_kit.recorder.Recorder`, or a
+    #: backend's own with ``values``, ``records``, ``params``, ``param_dtypes``, ``id_of`` and
+    #: ``exit``), set once :meth:`make_recorder` made it.
+    recorder: Any
 
     def __init__(self, adapter: BackendProtocol, request: CaptureRequest) -> None:
         self.adapter, self.request = adapter, request
         self.model = request.model
         self.mode = ""
-        self.session: Any = None
-        self.patches: Any = None
-        self.recorder: Any = None
 
     # ---- before anything runs -------------------------------------------------------------------
 
@@ -140,7 +145,7 @@ class CaptureHooks:
         """The backend's own fields of :attr:`runtime_type`."""
         return {}
 
-    def payload_guard(self) -> Any:
+    def payload_guard(self) -> Optional[Callable[[int, Any], None]]:
         """A check run before a saved value is served (None: none)."""
         return None
 

@@ -36,21 +36,6 @@ class JaxRuntime(ReplayRuntime):
 class JaxAdapter(BackendProtocol):
     """Fills the backend protocol for JAX."""
 
-    refusal_codes = (
-        "callback_effects",
-        "nested_primitive_unsupported",
-        "transformed_root_callable",
-        "rng_state_in_graph",
-        "constant_unrealizable",
-        "intervene_unsupported",
-        "stop_after_unsupported",
-        "value_dependent_save_unsupported",
-        "followed_by_unsupported",
-        "streaming_unsupported",
-        "save_grads_unsupported",
-        "option_unsupported",
-        "capability_unsupported",
-    )
     grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------

@@ -295,7 +295,6 @@ def _edited_records(adapter: Any, recorder: Recorder) -> Declarations:
 class MlxAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for MLX."""
 
-    refusal_codes = refusals.CODES
     array_type = mx.array
     patches_process_wide = True
     grad_options_type = GradOptions

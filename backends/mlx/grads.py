@@ -27,7 +27,7 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.structures import named_arrays, named_inputs
+from torchlens.adapter_kit.structures import named_inputs
 from torchlens.adapter_kit.wrappers import Patches
 
 from .capture import Recorder, rebind_held_functions
@@ -61,15 +61,6 @@ class GradHooks(kit.GradHooks):
         #: Set by :meth:`op_pass` for :meth:`oracle`: the loss with taps added, the zero taps.
         self._loss_of_taps: Optional[Callable[[Dict[int, Any]], Any]] = None
         self._zeros: Dict[int, Any] = {}
-
-    def output_leaves(self, output: Any) -> List[Any]:
-        return [leaf for _, leaf in named_arrays(output, mx.array, "output")]
-
-    def loss_part(self, leaf: Any) -> Any:
-        return leaf.astype(mx.float32).sum()
-
-    def is_scalar(self, loss: Any) -> bool:
-        return isinstance(loss, mx.array) and loss.size == 1
 
     def captured_outputs(self) -> Optional[List[Tuple[Any, str]]]:
         values = self.trace._runtime.values or {}

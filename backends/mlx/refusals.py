@@ -11,25 +11,6 @@ import mlx.core as mx
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
-#: Every code this backend raises itself (the gate raises the capability codes).
-CODES = (
-    "mlx_transform_at_entry",
-    "mlx_compiled_attribute_not_logged",
-    "mixed_module_selector",
-    "gradient_site_intervention_unsupported",
-    "unwrapped_op_in_capture",
-    "rng_state_in_graph",
-    "constant_unrealizable",
-    "option_unsupported",
-    "option_value_invalid",
-    "capability_unsupported",
-    "value_dependent_predicate",
-    "value_dependent_save_unsupported",
-    "followed_by_unsupported",
-    "streaming_unsupported",
-    "save_grads_unsupported",
-)
-
 #: ``CaptureOptions.extra`` key: ``"refuse"`` turns the unwrapped-output ceiling into a refusal.
 ON_UNWRAPPED = "mlx_on_unwrapped_op"
 

@@ -79,7 +79,6 @@ class PaddleCapture(CaptureHooks):
 class PaddleAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for PaddlePaddle dygraph."""
 
-    refusal_codes = refusals.CODES
     array_type = paddle.Tensor
     patches_process_wide = True
     grad_options_type = GradOptions

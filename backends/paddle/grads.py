@@ -81,15 +81,6 @@ class GradHooks(kit.GradHooks):
     loss_kind = "scalar paddle.Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: paddle.sum(output))"
 
-    def output_leaves(self, output: Any) -> List[Any]:
-        return tensors_of(output)
-
-    def loss_part(self, leaf: Any) -> Any:
-        return leaf.astype("float32").sum() if floating(leaf) else None
-
-    def is_scalar(self, loss: Any) -> bool:
-        return isinstance(loss, paddle.Tensor) and loss.size == 1
-
     def leaf_pass(self, loss_of: Callable[[Any], Any], per_op: bool) -> kit.GradPass:
         """The call again with nothing installed (leaf gradients only; per-op gradients come
         from :meth:`op_pass`)."""

@@ -13,27 +13,6 @@ from typing import Any
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
-#: Every code this backend raises itself (the gate raises the capability codes).
-CODES = (
-    "paddle_in_place_mutation",
-    "rng_state_in_graph",
-    "paddle_value_escape",
-    "paddle_static_graph",
-    "paddle_import_order",
-    "gradient_site_intervention_unsupported",
-    "edit_action_unsupported",
-    "value_dependent_predicate",
-    "option_unsupported",
-    "option_value_invalid",
-    "capability_unsupported",
-    "value_dependent_save_unsupported",
-    "followed_by_unsupported",
-    "streaming_unsupported",
-    "save_grads_unsupported",
-    "mixed_module_selector",
-)
-
-
 #: This backend's typed refusals, built by the kit the same way for every backend.
 REFUSALS = Refusals("paddle")
 refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid

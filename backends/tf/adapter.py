@@ -96,7 +96,6 @@ class TFAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for eager TensorFlow (Keras 3 layers, ``tf.Module`` and plain
     functions of ``tf.Tensor`` values)."""
 
-    refusal_codes = refusals.CODES
     array_type = EagerTensor
     patches_process_wide = True
     grad_options_type = GradOptions

@@ -48,9 +48,6 @@ class GradHooks(kit.GradHooks):
     loss_kind = "scalar tf.Tensor"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: tf.reduce_sum(output))"
 
-    def output_leaves(self, output: Any) -> List[Any]:
-        return tensors_of(output)
-
     def loss_part(self, leaf: Any) -> Any:
         return tf.reduce_sum(tf.cast(leaf, tf.float32)) if _floating(leaf) else None
 

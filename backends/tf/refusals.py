@@ -18,27 +18,6 @@ import tensorflow as tf
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
-#: Every code this backend raises itself (the gate raises the capability codes).
-CODES = (
-    "tf_graph_only_grad",
-    "tf_graph_only_intervene",
-    "tf_intervene_unreachable",
-    "tf_keras_backend_mismatch",
-    "tf_keras_unbuildable",
-    "tf_payload_unencodable",
-    "tf_variable_write",
-    "value_dependent_predicate",
-    "gradient_site_intervention_unsupported",
-    "edit_action_unsupported",
-    "mixed_module_selector",
-    "followed_by_unsupported",
-    "rng_state_in_graph",
-    "capability_unsupported",
-    "option_unsupported",
-    "option_value_invalid",
-)
-
-
 #: This backend's typed refusals, built by the kit the same way for every backend.
 REFUSALS = Refusals("tf")
 refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid

@@ -105,7 +105,6 @@ class TinygradCapture(CaptureHooks):
 class TinygradAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for tinygrad."""
 
-    refusal_codes = refusals.CODES
     array_type = Tensor
     patches_process_wide = True
     grad_options_type = GradOptions

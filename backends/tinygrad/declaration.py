@@ -5,14 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..spec import (
-    BackendSpec,
-    FrameworkRequirement,
-    detect_by_type_module,
-    implemented_by,
-    package_capabilities,
-    package_implementations,
-)
+from ..spec import FrameworkRequirement, built_backend, detect_by_type_module, preview_option_values
 
 _owned_by_tinygrad = detect_by_type_module("tinygrad")
 
@@ -53,23 +46,15 @@ def _detect(model: Any, inputs: Any) -> bool:
     return callable(model) and _holds_tinygrad_state(model)
 
 
-SPEC = BackendSpec(
-    name="tinygrad",
-    aliases=(),
-    maturity="preview",
+SPEC = built_backend(
+    "tinygrad",
     requirement=FrameworkRequirement("tinygrad", "0.13", "0.15", "0.13.0", "tinygrad"),
     array_modules=("tinygrad",),
-    # Every capability not listed is False: a request for it refuses with its code.
-    capabilities=package_capabilities(save_selected=True, derived_grads=True),
-    capability_implementations={
-        **package_implementations(),
-        "save_selected": implemented_by("torchlens.backends.tinygrad.adapter:TinygradAdapter.capture"),
-        "derived_grads": implemented_by("torchlens.backends.tinygrad.grads:GradHooks"),
+    implemented={
+        "save_selected": "torchlens.backends.tinygrad.adapter:TinygradAdapter.capture",
+        "derived_grads": "torchlens.backends.tinygrad.grads:GradHooks",
     },
-    option_values={
-        "module_identity_mode": ("function_root", "object_module"),
-        "payload_policy": ("array_payloads",),
-    },
+    option_values=preview_option_values("object_module"),
     adapter="torchlens.backends.tinygrad.adapter:TinygradAdapter",
     example="torchlens.backends.tinygrad.example:example",
     detect=_detect,

@@ -12,25 +12,6 @@ from tinygrad.engine import jit as tinygrad_jit
 from torchlens.adapter_kit.refusals import Refusals
 from torchlens.errors import BackendUnsupportedError
 
-#: Every code this backend raises itself (the gate raises the capability codes).
-CODES = (
-    "tinygrad_mid_capture_realize",
-    "tinygrad_assign",
-    "tinyjit_execution",
-    "rng_state_in_graph",
-    "constant_unrealizable",
-    "option_unsupported",
-    "option_value_invalid",
-    "capability_unsupported",
-    "intervene_unsupported",
-    "stop_after_unsupported",
-    "value_dependent_save_unsupported",
-    "followed_by_unsupported",
-    "streaming_unsupported",
-    "save_grads_unsupported",
-)
-
-
 #: This backend's typed refusals, built by the kit the same way for every backend.
 REFUSALS = Refusals("tinygrad")
 refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid

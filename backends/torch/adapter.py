@@ -47,7 +47,6 @@ class TorchAdapter(BackendProtocol):
     """Fills the backend protocol for PyTorch."""
 
     grad_options_type = grads.GradOptions
-    refusal_codes = ()
 
     # ---- capture -------------------------------------------------------------------------------
 

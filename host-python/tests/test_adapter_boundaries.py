@@ -64,6 +64,33 @@ def test_declarations_import_only_the_declaration_vocabulary():
     assert checked == 6
 
 
+def test_each_backend_raises_only_its_own_and_the_shared_refusal_codes():
+    # A backend's refusal_codes are read from the core's owners (its own and the preview codes):
+    # a backend whose source names a code the core assigns to another framework would raise a
+    # code it does not declare.
+    owners = {code: owner for code, (owner, _meaning) in tl.backends.refusal_codes().items()}
+    checked = 0
+    for name in tl.backends.names():
+        folder = os.path.join(BACKENDS, name)
+        if not os.path.isdir(folder):
+            continue
+        for file in sorted(os.listdir(folder)):
+            if not file.endswith(".py"):
+                continue
+            tree = ast.parse(open(os.path.join(folder, file), encoding="utf-8").read())
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and node.value in owners
+                    and owners[node.value] != "registry"
+                ):
+                    assert owners[node.value] in (name, "preview"), (
+                        f"backends/{name}/{file} names {node.value!r}, owned by {owners[node.value]}"
+                    )
+                    checked += 1
+    assert checked >= 30
+
+
 def test_the_kit_imports_no_backend_no_registry_and_no_framework():
     frameworks = ("torch", "jax", "tensorflow", "keras", "mlx", "paddle", "tinygrad", "flax", "equinox")
     kit = os.path.join(os.path.dirname(tl.__file__), "adapter_kit")

@@ -27,6 +27,7 @@ A backend supplies a :class:`GradHooks` subclass (its framework calls) and, for 
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import warnings
 from dataclasses import dataclass, field
@@ -186,18 +187,23 @@ class GradHooks:
         return self.adapter.refuse(message, code, remedy)
 
     def output_leaves(self, output: Any) -> List[Any]:
-        """The arrays of a call's output, in the captured outputs' order."""
-        raise NotImplementedError
+        """The arrays of a call's output, in the captured outputs' order (the adapter's)."""
+        return self.adapter.output_leaves(output)
 
     def loss_part(self, leaf: Any) -> Any:
-        """An output leaf's part of the default loss (its sum, in float32), or None where the
-        leaf has none (not floating)."""
-        raise NotImplementedError
+        """An output leaf's part of the default loss: its sum in float32 (the adapter's cast and
+        the array's ``sum``), or None for a leaf that is not floating."""
+        if not is_floating_dtype(self.adapter.neutral_dtype(leaf)):
+            return None
+        return self.adapter.cast(leaf, "float32").sum()
 
     def is_scalar(self, loss: Any) -> Optional[bool]:
-        """Whether ``loss`` is one framework scalar; None where the framework's autodiff checks
-        that itself."""
-        return None
+        """Whether ``loss`` is one framework scalar: an array of the adapter's type with one
+        element; None (the framework's autodiff checks) for an adapter without an array type."""
+        array_type = getattr(self.adapter, "array_type", None)
+        if array_type is None:
+            return None
+        return isinstance(loss, array_type) and math.prod(tuple(loss.shape)) == 1
 
     def leaf_pass(self, loss_of: Callable[[Any], Any], per_op: bool) -> GradPass:
         """Reruns the call differentiably, ``loss_of(output)`` giving the loss, and returns the

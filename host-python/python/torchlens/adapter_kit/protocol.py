@@ -10,6 +10,7 @@ import functools
 from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Mapping, Optional, Tuple, Type
 
+from ..capability_gate import refusal_codes
 from ..errors import BackendUnsupportedError
 from . import array_codec, framework_version, replay
 from .capture_pipeline import CaptureHooks, run_capture
@@ -17,6 +18,9 @@ from .preflight import check_request
 from .request import CaptureRequest, SaveRequest
 from .structures import named_arrays, named_inputs
 from .wrappers import takes_turns
+
+#: The registry's codes the gate raises for a request to any backend.
+GATE_CODES = ("capability_unsupported", "option_unsupported", "option_value_invalid")
 
 
 def _preflighted(capture: Callable[..., Any]) -> Callable[..., Any]:
@@ -33,9 +37,6 @@ def _preflighted(capture: Callable[..., Any]) -> Callable[..., Any]:
 class BackendProtocol(ABC):
     """One framework's adapter. ``spec`` is the backend's declaration (it arrives with the
     protocol object, so the adapter never looks itself up in the registry)."""
-
-    #: Refusal codes this backend may raise, each a member of ``tl.backends.REFUSAL_CODES``.
-    refusal_codes: Tuple[str, ...] = ()
 
     #: Whether a capture replaces process-wide attributes (module functions, array methods,
     #: class attributes). The kit then makes this backend's captures on different threads take
@@ -119,6 +120,18 @@ class BackendProtocol(ABC):
         return BackendUnsupportedError(message, code, remedy, framework=self.name)
 
     # ---- identity ------------------------------------------------------------------------------
+
+    @property
+    def refusal_codes(self) -> Tuple[str, ...]:
+        """The refusal codes this backend may raise, each in ``tl.backends.REFUSAL_CODES``: the
+        codes the core assigns to this backend, the codes every preview backend shares, and the
+        registry's option and capability codes (the gate's). Read from the core's closed set, so
+        no backend keeps a list that could drift from it."""
+        return tuple(
+            code
+            for code, (owner, _meaning) in refusal_codes().items()
+            if owner in (self.name, "preview") or code in GATE_CODES
+        )
 
     @property
     def name(self) -> str:

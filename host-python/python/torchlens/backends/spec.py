@@ -5,8 +5,9 @@ backend without importing one."""
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ..errors import BackendUnsupportedError
 
@@ -114,6 +115,51 @@ def package_implementations() -> dict:
     }
 
 
+def preview_option_values(module_mode: str) -> Dict[str, Tuple[str, ...]]:
+    """The option values a preview backend implements: ``function_root`` and its own structured
+    ``module_identity_mode`` (``object_module`` for frameworks with module objects,
+    ``pytree_module`` for JAX), and array payloads."""
+    return {
+        "module_identity_mode": ("function_root", module_mode),
+        "payload_policy": ("array_payloads",),
+    }
+
+
+def built_backend(
+    name: str,
+    *,
+    requirement: FrameworkRequirement,
+    implemented: Mapping[str, str],
+    adapter: str,
+    example: Optional[str] = None,
+    detect: Optional[Callable[[Any, Any], bool]] = None,
+    array_modules: Tuple[str, ...] = (),
+    aliases: Tuple[str, ...] = (),
+    option_values: Optional[Mapping[str, Tuple[Any, ...]]] = None,
+    maturity: str = "preview",
+) -> BackendSpec:
+    """The declaration of a built backend. ``implemented`` maps each capability the backend
+    adds to the package's own (see ``PACKAGE_CAPABILITIES``) to the ``module:attribute`` that
+    implements it; every capability not named is False, so a request for it refuses with its
+    code."""
+    return BackendSpec(
+        name=name,
+        aliases=aliases,
+        maturity=maturity,
+        requirement=requirement,
+        array_modules=array_modules,
+        capabilities=package_capabilities(**dict.fromkeys(implemented, True)),
+        capability_implementations={
+            **package_implementations(),
+            **{capability: implemented_by(reference) for capability, reference in implemented.items()},
+        },
+        option_values=dict(option_values or {}),
+        adapter=adapter,
+        example=example,
+        detect=detect,
+    )
+
+
 def planned_backend(
     name: str,
     module: str,
@@ -141,5 +187,33 @@ def detect_by_type_module(*roots: str) -> Callable[[Any, Any], bool]:
 
     def detect(model: Any, inputs: Any) -> bool:
         return type(model).__module__.split(".", 1)[0] in roots
+
+    return detect
+
+
+def detect_instances(*classes: str) -> Callable[[Any, Any], bool]:
+    """A detector that votes for models that are instances of one of these classes (a user's
+    subclass included), each named ``module:attribute.path``. The classes are read from
+    ``sys.modules`` only: routing never imports a framework the caller has not (Paddle crashes
+    when first imported after TensorFlow)."""
+
+    def detect(model: Any, inputs: Any) -> bool:
+        for reference in classes:
+            module_name, attribute = reference.split(":")
+            target: Any = sys.modules.get(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part, None)
+            if isinstance(target, type) and isinstance(model, target):
+                return True
+        return False
+
+    return detect
+
+
+def detect_any(*detectors: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    """A detector that votes for a model any of ``detectors`` votes for."""
+
+    def detect(model: Any, inputs: Any) -> bool:
+        return any(detector(model, inputs) for detector in detectors)
 
     return detect

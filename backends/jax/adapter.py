@@ -36,6 +36,9 @@ class JaxRuntime(ReplayRuntime):
 class JaxAdapter(BackendProtocol):
     """Fills the backend protocol for JAX."""
 
+    #: The capture interprets the traced program; nothing process-wide is replaced.
+    patches_process_wide = False
+
     grad_options_type = GradOptions
 
     # ---- capture -------------------------------------------------------------------------------

@@ -296,7 +296,6 @@ class MlxAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for MLX."""
 
     array_type = mx.array
-    patches_process_wide = True
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = MlxCapture

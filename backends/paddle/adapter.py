@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from . import refusals
 
@@ -80,7 +80,6 @@ class PaddleAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for PaddlePaddle dygraph."""
 
     array_type = paddle.Tensor
-    patches_process_wide = True
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = PaddleCapture
@@ -96,16 +95,10 @@ class PaddleAdapter(HostConversions, BackendProtocol):
         with paddle.no_grad():
             return model(*args, **kwargs)
 
-    def output_leaves(self, output: Any) -> List[Any]:
-        return tensors_of(output)
-
     # ---- host copies (the kit's HostConversions over these) -------------------------------------
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
-
-    def array_to_host(self, value: Any) -> np.ndarray:
-        return value.numpy()
 
     def array_from_host(self, array: np.ndarray) -> Any:
         if array.dtype == np.uint16:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import numpy as np
 import tensorflow as tf
@@ -16,7 +16,7 @@ from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import guard, prescan, refusals
-from .capture import EagerTensor, Recorder, is_keras_layer, is_module, tensors_of
+from .capture import EagerTensor, Recorder, is_keras_layer, is_module
 from .dtypes import DENSE, neutral_name, tf_dtype
 from .edits import LiveEdits, apply_natively
 from .funcgraph import capture as capture_graph
@@ -97,7 +97,6 @@ class TFAdapter(HostConversions, BackendProtocol):
     functions of ``tf.Tensor`` values)."""
 
     array_type = EagerTensor
-    patches_process_wide = True
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = TFCapture
@@ -140,16 +139,10 @@ class TFAdapter(HostConversions, BackendProtocol):
             output = tf.nest.map_structure(tf.convert_to_tensor, output)
         return output
 
-    def output_leaves(self, output: Any) -> List[Any]:
-        return tensors_of(output)
-
     # ---- host copies (the kit's HostConversions over these) -------------------------------------
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
-
-    def array_to_host(self, value: Any) -> np.ndarray:
-        return value.numpy()
 
     def array_from_host(self, array: np.ndarray) -> Any:
         return tf.constant(array)

@@ -11,7 +11,7 @@ from tinygrad import Tensor
 from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
-from torchlens.adapter_kit.module_walk import install_module_calls
+from torchlens.adapter_kit.module_walk import bracketed_calls, install_module_calls
 from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import refusals
@@ -60,22 +60,8 @@ class TinygradCapture(CaptureHooks):
     def install(self) -> None:
         recorder = self.recorder
         recorder.install(self.patches)
-        self.open_calls: List[int] = []
-        install_module_calls(self.patches, self.tree, self._module_call)
-
-    def _module_call(self, original: Any, module: Any, module_id: int, args: tuple, kwargs: dict) -> Any:
-        """One call of a discovered module: ops built in between are attributed to it (a module
-        calling itself again through a base class's ``__call__`` is one call)."""
-        if self.open_calls and self.open_calls[-1] == module_id:
-            return original(module, *args, **kwargs)
-        self.session.enter(module_id)
-        self.open_calls.append(module_id)
-        try:
-            output = original(module, *args, **kwargs)
-        finally:
-            self.open_calls.pop()
-        self.session.exit(module_id, self._known_ids(output))
-        return output
+        # Ops built during a discovered module's call are attributed to it.
+        install_module_calls(self.patches, self.tree, bracketed_calls(self.session, self._known_ids))
 
     def _known_ids(self, output: Any) -> List[int]:
         known = self.recorder.known
@@ -106,7 +92,6 @@ class TinygradAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for tinygrad."""
 
     array_type = Tensor
-    patches_process_wide = True
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = TinygradCapture
@@ -117,12 +102,6 @@ class TinygradAdapter(HostConversions, BackendProtocol):
 
     def differentiable_input(self, value: Any) -> bool:
         return floating(value)
-
-    def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
-        return model(*args, **kwargs)
-
-    def output_leaves(self, output: Any) -> List[Any]:
-        return [tensor for _, tensor in self.output_pairs(output)]
 
     def realize(self, values: List[Any]) -> List[Any]:
         """Realizes lazy Tensors in one evaluation."""
@@ -135,9 +114,6 @@ class TinygradAdapter(HostConversions, BackendProtocol):
 
     def neutral_dtype(self, value: Any) -> str:
         return neutral_name(value.dtype)
-
-    def array_to_host(self, value: Any) -> np.ndarray:
-        return value.numpy()  # realizes a lazy Tensor
 
     def array_from_host(self, array: np.ndarray) -> Any:
         return Tensor(array)

@@ -46,6 +46,8 @@ class _VersionGuard:
 class TorchAdapter(BackendProtocol):
     """Fills the backend protocol for PyTorch."""
 
+    #: A function mode and module hooks that act on the capturing thread only.
+    patches_process_wide = False
     grad_options_type = grads.GradOptions
 
     # ---- capture -------------------------------------------------------------------------------

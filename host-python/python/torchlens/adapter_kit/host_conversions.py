@@ -24,8 +24,9 @@ class HostConversions:
     # ---- the framework's conversions ---------------------------------------------------------
 
     def array_to_host(self, value: Any) -> numpy.ndarray:
-        """A NumPy array of a framework array of a dtype NumPy has."""
-        raise NotImplementedError
+        """A NumPy array of a framework array of a dtype NumPy has (its ``numpy()``, which most
+        frameworks' arrays have; a lazy array is evaluated by it)."""
+        return value.numpy()
 
     def array_from_host(self, array: numpy.ndarray) -> Any:
         """A framework array of a NumPy array (same dtype)."""

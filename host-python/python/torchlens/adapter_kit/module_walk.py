@@ -209,3 +209,25 @@ def install_module_calls(patches: Any, tree: ModuleTree, on_call: ModuleCall) ->
             return call
 
         patches.replace(klass, "__call__", patches.for_owner_thread(make(original), original))
+
+
+def bracketed_calls(session: Any, known_ids: Callable[[Any], List[int]]) -> ModuleCall:
+    """An ``on_call`` for :func:`install_module_calls` that reports each module call to the
+    session: ``enter`` before it runs, ``exit`` with ``known_ids(output)`` (the value ids of the
+    output's recorded arrays) after. A module that calls itself again through a base class's
+    ``__call__`` is one call."""
+    open_calls: List[int] = []
+
+    def on_call(original: Callable[..., Any], module: Any, module_id: int, args: tuple, kwargs: dict) -> Any:
+        if open_calls and open_calls[-1] == module_id:
+            return original(module, *args, **kwargs)
+        session.enter(module_id)
+        open_calls.append(module_id)
+        try:
+            output = original(module, *args, **kwargs)
+        finally:
+            open_calls.pop()
+        session.exit(module_id, known_ids(output))
+        return output
+
+    return on_call

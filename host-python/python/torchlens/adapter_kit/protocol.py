@@ -42,8 +42,8 @@ class BackendProtocol(ABC):
     #: class attributes). The kit then makes this backend's captures on different threads take
     #: turns (:func:`~torchlens.adapter_kit.wrappers.takes_turns` around ``capture``): two
     #: overlapping captures would stack their wrappers, and the first to finish would restore
-    #: the originals under the other. A backend whose hooks act per thread leaves it False.
-    patches_process_wide: bool = False
+    #: the originals under the other. A backend whose hooks act per thread sets it False.
+    patches_process_wide: bool = True
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec
@@ -168,13 +168,15 @@ class BackendProtocol(ABC):
             )
         return run_capture(self, request, self.capture_hooks(self, request))
 
-    @abstractmethod
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
-        """The model's output computed with no TorchLens wrapper installed."""
+        """The model's output computed with no TorchLens wrapper installed (the call itself; a
+        backend overrides it where the framework needs a mode, such as no gradient tape)."""
+        return model(*args, **kwargs)
 
-    @abstractmethod
     def output_leaves(self, output: Any) -> List[Any]:
-        """The arrays of a returned structure, in the order the capture reports outputs."""
+        """The arrays of a returned structure, in the order the capture reports outputs (the
+        arrays of :attr:`array_type` in :meth:`output_pairs`' order)."""
+        return [array for _, array in self.output_pairs(output)]
 
     #: The framework's array type, by which the kit names a call's inputs and outputs
     #: (:meth:`input_pairs`, :meth:`output_pairs`).

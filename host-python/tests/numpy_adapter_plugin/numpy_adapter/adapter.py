@@ -86,7 +86,6 @@ class NumpyCapture(CaptureHooks):
 class NumpyAdapter(BackendProtocol):
     """The backend protocol over NumPy."""
 
-    refusal_codes = ()
     array_type = numpy.ndarray
     capture_hooks = NumpyCapture
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from tinygrad import Tensor, helpers
 from tinygrad.tensor import all_tensors
 
+from torchlens.adapter_kit.recorder import Recorder as KitRecorder
 from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef, snapshot
 
 from . import refusals
@@ -76,32 +77,48 @@ def shape_of(uop: Any) -> Tuple[int, ...]:
     return tuple(int(extent) for extent in uop.shape)
 
 
-class Recorder:
-    """The capture's state: value ids by UOp, the values kept, the replay records."""
+class Recorder(KitRecorder):
+    """The capture's state: the kit's recorder, with identity by UOp (tinygrad hash-conses
+    them: one graph node is one value) and each value held as a Tensor of its UOp (lazy until
+    ``realize_all``)."""
+
+    array_type = Tensor
 
     def __init__(self, session: Any) -> None:
-        self.session = session
+        super().__init__(session)
         #: UOp → value id (inputs, parameters, constants, ops).
         self.known: Dict[Any, int] = {}
-        #: Value id → a Tensor holding the value (lazy until ``realize_all``).
-        self.values: Dict[int, Any] = {}
-        self.records: Dict[int, ReplayRecord] = {}
-        self.params: Dict[int, Any] = {}
-        self.param_dtypes: Dict[int, str] = {}
         #: UOps of every Tensor alive before the forward (constants when the forward reads them).
         self.preexisting: set = set()
-        #: Above zero while inside a named creation (its inner Tensors are not recorded).
-        self.quiet = 0
-        self.constant_ids: List[int] = []
 
-    # ---- leaves ----------------------------------------------------------------------------
+    # ---- tinygrad's facts ------------------------------------------------------------------
 
-    def _holder(self, uop: Any) -> Any:
-        self.quiet += 1
-        try:
+    def dtype_of(self, value: Any) -> str:
+        return neutral_name(value.uop.dtype)
+
+    def shape_of(self, value: Any) -> Tuple[int, ...]:
+        return shape_of(value.uop)
+
+    def is_trainable(self, param: Any) -> bool:
+        return getattr(param, "requires_grad", None) is not False
+
+    def known_id(self, value: Any) -> Optional[int]:
+        return self.known.get(value.uop)
+
+    def retag(self, value_id: int, value: Any) -> None:
+        # A UOp built again keeps its first record.
+        self.known.setdefault(value.uop, value_id)
+
+    def held_value(self, value: Any) -> Any:
+        """A Tensor of the value's UOp: what the capture keeps and realizes, never the user's
+        own Tensor."""
+        return self._hold(value.uop)
+
+    def _hold(self, uop: Any) -> Any:
+        with self.quiet():  # the holder is no op of the forward
             return Tensor(uop)
-        finally:
-            self.quiet -= 1
+
+    outside_value = held_value
 
     def snapshot(self) -> None:
         """Remembers the UOps of every live Tensor: what the forward reads from outside."""
@@ -110,43 +127,9 @@ class Recorder:
             if tensor is not None:
                 self.preexisting.add(tensor.uop)
 
-    def param(self, address: str, module_id: int, tensor: Any) -> None:
-        uop = tensor.uop
-        value_id = self.session.new_value_id()
-        dtype = neutral_name(uop.dtype)
-        self.session.param(
-            value_id,
-            address,
-            module_id,
-            shape_of(uop),
-            dtype,
-            getattr(tensor, "requires_grad", None) is not False,
-        )
-        self.known.setdefault(uop, value_id)
-        self.params[value_id] = self._holder(uop)
-        self.param_dtypes[value_id] = dtype
-
-    def input(self, name: str, tensor: Any) -> int:
-        uop = tensor.uop
-        value_id = self.session.new_value_id()
-        holder = self._holder(uop)
-        self.values[value_id] = holder
-        self.session.input(name, value_id, holder, shape_of(uop), neutral_name(uop.dtype))
-        self.known.setdefault(uop, value_id)
-        return value_id
-
-    def constant(self, uop: Any) -> int:
-        value_id = self.session.new_value_id()
-        holder = self._holder(uop)
-        self.values[value_id] = holder
-        self.known[uop] = value_id
-        self.constant_ids.append(value_id)
-        self.session.constant(value_id, holder, shape_of(uop), neutral_name(uop.dtype))
-        return value_id
-
     # ---- ops --------------------------------------------------------------------------------
 
-    def _reference(self, value_id: int) -> ValueRef:
+    def _reference_of(self, value_id: int) -> ValueRef:
         return ParamRef(value_id) if value_id in self.params else ValueRef(value_id)
 
     def frontier(self, uop: Any) -> List[Tuple[int, int, Any]]:
@@ -169,7 +152,7 @@ class Recorder:
                     and node.device is not None
                     and not is_weak(node.dtype)
                 ):
-                    value_id = self.constant(node)
+                    value_id = self.declare_outside(self._hold(node))
                 if value_id is not None:
                     found.append((value_id, position, node))
                     continue
@@ -193,13 +176,13 @@ class Recorder:
     ) -> int:
         value_id = self.session.new_value_id()
         self.known[uop] = value_id
-        holder = self._holder(uop)
+        holder = self._hold(uop)
         self.values[value_id] = holder
         if record is None:
             record = ReplayRecord(
                 call=Substitute(uop, [node for _, _, node in parents]),
                 func_name=func,
-                args=tuple(self._reference(value_id_) for value_id_, _, _ in parents),
+                args=tuple(self._reference_of(value_id_) for value_id_, _, _ in parents),
             )
         self.records[value_id] = record
         self.session.op(
@@ -225,7 +208,7 @@ class Recorder:
             value_id = self.known.get(argument.uop) if isinstance(argument, Tensor) else None
             if value_id is not None:
                 parents.append((value_id, position, argument.uop))
-                template.append(self._reference(value_id))
+                template.append(self._reference_of(value_id))
             else:
                 template.append(snapshot(argument))
         record = ReplayRecord(call=call, func_name=name, args=tuple(template), kwargs=snapshot(kwargs))
@@ -258,7 +241,7 @@ class Recorder:
         def wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
             def init(tensor: Any, data: Any = None, *args: Any, **kwargs: Any) -> None:
                 original(tensor, data, *args, **kwargs)
-                if not recorder.quiet:
+                if not recorder.depth:
                     recorder.observe(tensor, literal_data=_is_data(data))
 
             return init
@@ -266,23 +249,13 @@ class Recorder:
         def wrap_apply(original: Callable[..., Any]) -> Callable[..., Any]:
             def apply(tensor: Any, *args: Any, **kwargs: Any) -> Any:
                 result = original(tensor, *args, **kwargs)
-                if not recorder.quiet:
+                if not recorder.depth:
                     recorder.observe(result)
                 return result
 
             return apply
 
-        def refusing(error: Callable[[], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-            def make(original: Callable[..., Any]) -> Callable[..., Any]:
-                def refuse(*args: Any, **kwargs: Any) -> Any:
-                    if recorder.quiet:
-                        return original(*args, **kwargs)
-                    raise error()
-
-                return refuse
-
-            return make
-
+        refusing = self.refusing_wrapper
         _install(patches, Tensor, "__init__", wrap_init)
         _install(patches, Tensor, "_apply_uop", wrap_apply)
         _install(patches, Tensor, "realize", refusing(refusals.realize))
@@ -300,12 +273,12 @@ class Recorder:
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def create(*args: Any, **kwargs: Any) -> Any:
-                recorder.quiet += 1
+                recorder.depth += 1
                 try:
                     result = original(*args, **kwargs)
                 finally:
-                    recorder.quiet -= 1
-                if not recorder.quiet:
+                    recorder.depth -= 1
+                if not recorder.depth:
                     recorder.observe_named(name, original, result, args, kwargs)
                 return result
 

@@ -44,11 +44,6 @@ def floating(tensor: Any) -> bool:
     return isinstance(tensor, Tensor) and dtypes.is_float(tensor.dtype)
 
 
-def _realize(tensors: List[Any]) -> None:
-    if tensors:
-        Tensor.realize(tensors[0], *tensors[1:])
-
-
 class _Bracket:
     """Saves ``.grad`` of tensors and restores it on exit."""
 
@@ -89,7 +84,7 @@ class GradHooks(kit.GradHooks):
         with _Bracket([tensor for _, tensor in targets]):
             loss = loss_of(runtime.model(*args, **runtime.kwargs))
             grads = loss.gradient(*[tensor for _, tensor in targets]) if targets else []
-            _realize(list(grads))
+            self.adapter.realize(list(grads))
         return kit.GradPass(grads={name: grad for (name, _), grad in zip(targets, grads)})
 
     def op_pass(self, loss_of: Callable[[Any], Any]) -> kit.GradPass:
@@ -120,7 +115,7 @@ class GradHooks(kit.GradHooks):
                 if getattr(holder, "grad", None) is not None
             }
             outputs = _leaves(output)
-            _realize(list(recorder.values.values()) + list(grads.values()) + outputs)
+            self.adapter.realize(list(recorder.values.values()) + list(grads.values()) + outputs)
         return kit.GradPass(
             outputs=outputs,
             replayed=shadow.signature(),

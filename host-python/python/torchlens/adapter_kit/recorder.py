@@ -101,6 +101,11 @@ class Recorder(LiveEditHost):
         """Whether a parameter takes gradients."""
         return bool(getattr(param, "trainable", True))
 
+    def held_value(self, value: Any) -> Any:
+        """What the capture keeps for a parameter or input it declares (the value itself; a lazy
+        framework may keep its own handle on the value's graph node)."""
+        return value
+
     def outside_value(self, value: Any) -> Any:
         """What a constant or buffer from outside the forward keeps as its payload (the value
         itself where arrays are immutable; a framework whose arrays change in place copies)."""
@@ -200,7 +205,7 @@ class Recorder(LiveEditHost):
         """Declares one parameter."""
         value_id = self.tag_lasting(param)
         dtype = self.dtype_of(param)
-        self.params[value_id] = param
+        self.params[value_id] = self.held_value(param)
         self.param_dtypes[value_id] = dtype
         self.param_addresses[value_id] = address
         self.session.param(
@@ -214,8 +219,8 @@ class Recorder(LiveEditHost):
         if known is not None:
             return known
         value_id = self.tag_lasting(value)
-        self.values[value_id] = value
-        self.session.input(name, value_id, value, self.shape_of(value), self.dtype_of(value))
+        self.values[value_id] = held = self.held_value(value)
+        self.session.input(name, value_id, held, self.shape_of(value), self.dtype_of(value))
         return value_id
 
     def module_id(self, module: Any) -> int:

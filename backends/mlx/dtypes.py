@@ -1,18 +1,14 @@
-"""MLX dtypes and the core's neutral dtype names."""
+"""MLX dtypes under the core's dtype names."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import mlx.core as mx
 
+from torchlens.adapter_kit.dtype_names import DtypeNames
 
-def neutral_name(dtype: Any) -> str:
-    """The core's name of an MLX dtype: ``mlx.core.float32`` → ``float32``, ``bool_`` → ``bool``."""
-    name = str(dtype).rsplit(".", 1)[-1]
-    return "bool" if name in ("bool", "bool_") else name
+_NAMES = DtypeNames(mx, {"bool": "bool_"})
 
-
-def mlx_dtype(name: str) -> Any:
-    """The MLX dtype of a core dtype name."""
-    return mx.bool_ if name == "bool" else getattr(mx, name)
+#: The core's name of an MLX dtype (``mlx.core.float32`` → ``float32``).
+neutral_name = _NAMES.core_name
+#: The MLX dtype of a core dtype name.
+mlx_dtype = _NAMES.framework_dtype

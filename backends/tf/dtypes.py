@@ -6,26 +6,11 @@ from typing import Any
 
 import tensorflow as tf
 
-#: Neutral names of the dtypes whose values are dense arrays (saved, replayed, compared).
-DENSE = frozenset(
-    {
-        "bool",
-        "int8",
-        "uint8",
-        "int16",
-        "uint16",
-        "int32",
-        "uint32",
-        "int64",
-        "uint64",
-        "float16",
-        "bfloat16",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    }
-)
+from torchlens.adapter_kit.dtype_names import CORE_DTYPES
+
+#: Neutral names of the dtypes whose values are dense arrays (saved, replayed, compared): the
+#: core's, except the float8 formats, which this backend does not carry.
+DENSE = frozenset(name for name in CORE_DTYPES if not name.startswith("float8"))
 
 #: Neutral names of the dtypes whose values a capture keeps (dense arrays and strings).
 KEPT = DENSE | {"string"}

@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy
 import paddle
 
 from torchlens.adapter_kit.live_edits import LiveEdits as KitLiveEdits
-from torchlens.adapter_kit.live_edits import StopSignal
 from torchlens.edits.actions import Add, CallableAction, ReplaceWith, Scale, ZeroAblate, _shape_kept
 
-from . import refusals
-from .capture import tensors_of
-
-__all__ = ["LiveEdits", "StopSignal", "apply_natively"]
+__all__ = ["LiveEdits", "apply_natively"]
 
 
 def apply_natively(adapter: Any, action: Any, value: Any) -> Any:
@@ -51,33 +48,9 @@ def _numpy(value: Any, dtype: Any) -> Any:
 
 # ---- live edits and early stop -------------------------------------------------------------------
 
-#: Actions with a native Paddle implementation (plus raw callables on ``paddle.Tensor``).
-_NATIVE_ACTIONS = (ZeroAblate, Scale, Add, ReplaceWith, CallableAction)
-
-
-def _refuse(message: str, code: str, remedy: str) -> Exception:
-    return refusals.refuse(message, code, remedy)
-
-
-class LiveEdits(KitLiveEdits):
-    """``intervene=`` and ``stop_after=`` on a Paddle capture (the kit's live edits): the
-    recorder's wrappers hand each concrete output to :meth:`on_output` before the caller sees
-    it, and each layer call's outputs to :meth:`on_exit`."""
-
-    def __init__(self, request: Any, adapter: Any) -> None:
-        super().__init__(request, adapter, _refuse, supported_actions=_NATIVE_ACTIONS, framework="Paddle")
-
-    def attach(self, session: Any, recorder: Any) -> None:
-        super().attach(session, recorder)
-        recorder.on_output = self.on_output
-        recorder.on_exit = self.on_exit
-
-    def finish_stopped(self, session: Any, signal: Any) -> None:
-        """The forward ended at the frontier: there are no outputs to report."""
-
-    def prepare_runtime(self, runtime: Any) -> None:  # type: ignore[override]
-        super().prepare_runtime(runtime, apply_natively, _output_of)
-
-
-def _output_of(result: Any, output_index: Any) -> Any:
-    return tensors_of(result)[output_index] if output_index is not None else result
+#: ``intervene=`` and ``stop_after=`` on a Paddle capture: the kit's live edits, decided as each
+#: concrete output leaves its wrapper, with the actions Paddle applies natively (plus raw
+#: callables on ``paddle.Tensor``).
+LiveEdits = functools.partial(
+    KitLiveEdits, supported_actions=(ZeroAblate, Scale, Add, ReplaceWith, CallableAction), framework="Paddle"
+)

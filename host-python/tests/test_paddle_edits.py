@@ -154,11 +154,14 @@ def test_stripped_or_forged_edit_declarations_fail_validation():
     relu_entry = forged._runtime.edits[forged["relu_1_3"]._info["value"]]
     forged._runtime.edits[linear] = (relu_entry[0], forged["linear_2_4"].out)  # an edit that never fired
     from torchlens.adapter_kit.replay import edited_call
-    from torchlens.backends.paddle.edits import _output_of, apply_natively
+    from torchlens.backends.paddle.edits import apply_natively
+
+    def output_of(result, index):  # as the kit's live edits pick an op's output
+        return result if index is None else forged._backend.output_leaves(result)[index]
 
     record = forged._runtime.records[linear]
     record.call = edited_call(
-        forged._runtime, linear, record.call, record.output_index, forged._backend, apply_natively, _output_of
+        forged._runtime, linear, record.call, record.output_index, forged._backend, apply_natively, output_of
     )
     assert forged.validation_replay_status.state == "failed"
     changed = tl.trace(model, x, backend="paddle", intervene=tl.when(tl.func("relu"), tl.zero_ablate()))

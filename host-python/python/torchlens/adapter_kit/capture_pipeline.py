@@ -97,7 +97,10 @@ class CaptureHooks:
         self.recorder.input(name, value)
 
     def attach_edits(self, edits: Any) -> None:
+        """Compiles the edits against the declared modules; the kit's recorder hands each op
+        output and each module call's outputs to them (its two live-edit seams)."""
         edits.attach(self.session, self.recorder)
+        self.recorder.on_output, self.recorder.on_exit = edits.on_output, edits.on_exit
 
     def install(self) -> None:
         """Installs op interception and module call reporting on :attr:`patches`."""

@@ -193,13 +193,14 @@ class LiveEdits:
         self,
         request: Any,
         adapter: Any,
-        refuse: Refuse,
+        refuse: Optional[Refuse] = None,
         supported_actions: Optional[Tuple[type, ...]] = None,
         framework: str = "",
     ) -> None:
         self.adapter = adapter
         self.request = request
-        self.refuse = refuse
+        self.refuse = refuse = refuse if refuse is not None else adapter.refuse
+        framework = framework or adapter.name
         for rule in request.interventions:
             if rule.direction == "backward":
                 raise refuse(
@@ -358,9 +359,27 @@ class LiveEdits:
 
     # ---- after the forward ------------------------------------------------------------------------
 
-    def prepare_runtime(self, runtime: Any, apply: Callable[[Any, Any, Any], Any], output_of: Any) -> None:
-        """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``)."""
-        replay_edits(runtime, self.fired, self.adapter, apply, output_of)
+    def finish_stopped(self, session: Any, signal: BaseException) -> None:
+        """The forward ended at the ``stop_after=`` frontier: there are no outputs to report."""
+
+    def prepare_runtime(
+        self,
+        runtime: Any,
+        apply: Optional[Callable[[Any, Any, Any], Any]] = None,
+        output_of: Optional[Callable[[Any, Any], Any]] = None,
+    ) -> None:
+        """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``):
+        through ``apply(adapter, action, value)`` (default: the adapter's ``apply_action``), on
+        ``output_of(result, output index)`` (default: that leaf of the adapter's
+        ``output_leaves``)."""
+        replay_edits(runtime, self.fired, self.adapter, apply or _apply_action, output_of or self._output_of)
+
+    def _output_of(self, result: Any, output_index: Any) -> Any:
+        return result if output_index is None else self.adapter.output_leaves(result)[output_index]
+
+
+def _apply_action(adapter: Any, action: Any, value: Any) -> Any:
+    return adapter.apply_action(action, value)
 
 
 def check_patched_sites(trace: Any, edits: LiveEdits) -> None:

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec import (
-    FrameworkRequirement,
-    built_backend,
-    detect_any,
-    detect_by_type_module,
-    detect_instances,
-    preview_option_values,
-)
+from ..spec import FrameworkRequirement, built_backend, detect_instances, preview_option_values
 
 SPEC = built_backend(
     "jax",
@@ -25,8 +18,7 @@ SPEC = built_backend(
     # A model from jax, flax or equinox, or an Equinox or Flax NNX module (a user's subclass,
     # checked only when the caller imported that library). A plain callable given jax arrays is
     # routed by the registry's shared rule.
-    detect=detect_any(
-        detect_by_type_module("jax", "jaxlib", "flax", "equinox"),
-        detect_instances("equinox:Module", "flax.nnx:Module"),
+    detect=detect_instances(
+        "equinox:Module", "flax.nnx:Module", type_modules=("jax", "jaxlib", "flax", "equinox")
     ),
 )

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec import (
-    FrameworkRequirement,
-    built_backend,
-    detect_any,
-    detect_by_type_module,
-    detect_instances,
-    preview_option_values,
-)
+from ..spec import FrameworkRequirement, built_backend, detect_instances, preview_option_values
 
 SPEC = built_backend(
     "mlx",
@@ -27,5 +20,5 @@ SPEC = built_backend(
     example="torchlens.backends.mlx.example:example",
     # An object whose type lives in ``mlx`` or an ``mlx.nn.Module`` (a user's subclass). A plain
     # callable given ``mx.array`` inputs is routed by the registry's shared rule.
-    detect=detect_any(detect_by_type_module("mlx"), detect_instances("mlx.nn:Module")),
+    detect=detect_instances("mlx.nn:Module", type_modules=("mlx",)),
 )

@@ -16,31 +16,12 @@ from torchlens.adapter_kit import BackendProtocol  # noqa: E402
 from torchlens.adapter_kit.capture_pipeline import CaptureHooks  # noqa: E402
 from torchlens.adapter_kit.host_conversions import HostConversions  # noqa: E402
 from torchlens.adapter_kit.replay import ReplayRecord  # noqa: E402
-from torchlens.errors import PayloadModifiedError  # noqa: E402
+from torchlens.adapter_kit.version_guard import VersionGuard  # noqa: E402
 
-from .capture import Recorder, tensors_of  # noqa: E402
+from .capture import Recorder, Tensor  # noqa: E402
 from .dtypes import neutral_name, paddle_dtype  # noqa: E402
 from .edits import LiveEdits, apply_natively  # noqa: E402
-from .grads import GradHooks, GradOptions, floating  # noqa: E402
-
-
-class _VersionGuard:
-    """Saved values are the model's own tensors; Paddle bumps a tensor's inplace version on
-    every in-place write, so a value changed after the capture is refused instead of served."""
-
-    __slots__ = ("versions",)
-
-    def __init__(self, versions: dict) -> None:
-        self.versions = versions
-
-    def __call__(self, value_id: int, value: Any) -> None:
-        expected = self.versions.get(value_id)
-        if expected is not None and value._inplace_version() != expected:
-            raise PayloadModifiedError(
-                "this saved value was modified in place after the capture",
-                "payload_modified_after_capture",
-                "clone tensors returned by the model before changing them in place, or trace again",
-            )
+from .grads import GradHooks, GradOptions  # noqa: E402
 
 
 class PaddleCapture(CaptureHooks):
@@ -72,8 +53,10 @@ class PaddleCapture(CaptureHooks):
     def provenance(self) -> Dict[str, str]:
         return {"paddle_aliases": str(self.recorder.aliases)} if self.recorder.aliases else {}
 
-    def payload_guard(self) -> _VersionGuard:
-        return _VersionGuard(self.recorder.versions)
+    def payload_guard(self) -> VersionGuard:
+        # Saved values are the model's own tensors; Paddle bumps a tensor's inplace version on
+        # every in-place write.
+        return VersionGuard(self.recorder.versions, Tensor._inplace_version)
 
 
 class PaddleAdapter(HostConversions, BackendProtocol):
@@ -87,9 +70,6 @@ class PaddleAdapter(HostConversions, BackendProtocol):
 
     def is_module_root(self, model: Any) -> bool:
         return isinstance(model, paddle.nn.Layer)
-
-    def differentiable_input(self, value: Any) -> bool:
-        return floating(value)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         with paddle.no_grad():
@@ -120,7 +100,4 @@ class PaddleAdapter(HostConversions, BackendProtocol):
 
     def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
         with paddle.no_grad():
-            result = record.call(*args, **kwargs)
-        if record.output_index is None:
-            return result
-        return tensors_of(result)[record.output_index]
+            return super().run_op(record, args, kwargs)

@@ -34,9 +34,7 @@ def apply_natively(adapter: Any, action: Any, value: Any) -> Any:
             array = _numpy(replacement, adapter.to_numpy(value).dtype)
             replacement = adapter.from_numpy(array, str(array.dtype))
         result = paddle.broadcast_to(replacement, value.shape).astype(value.dtype)
-    elif isinstance(action, CallableAction):
-        return action.apply(value, adapter)
-    else:
+    else:  # a raw callable on the framework's tensor, or a helper computed on a host copy
         return action.apply(value, adapter)
     _shape_kept(action.describe(), value, result)
     return result

@@ -17,14 +17,15 @@ pass (``has_backward_pass`` stays False).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Tuple
+from functools import partial
+from typing import Any, Callable, List, Tuple
 
 import paddle
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.wrappers import Patches
+from torchlens.adapter_kit.capture_pipeline import shadow_run
 
-from .capture import Recorder, tensors_of
+from .capture import tensors_of
 
 
 @dataclass(frozen=True)
@@ -32,16 +33,6 @@ class GradOptions(kit.GradOptions):
     """What to differentiate: ``loss_fn(output) -> scalar Tensor`` (default: the sum of every
     floating output), which positional inputs get gradients (``input_grad_argnums``), and
     whether to derive per-op gradients (at most ``max_intermediate_grads`` ops)."""
-
-
-def floating(tensor: Any) -> bool:
-    """Whether ``tensor`` is a floating paddle.Tensor (what derived gradients differentiate)."""
-    return isinstance(tensor, paddle.Tensor) and tensor.dtype in (
-        paddle.float16,
-        paddle.bfloat16,
-        paddle.float32,
-        paddle.float64,
-    )
 
 
 def _chosen_inputs(args: tuple, options: GradOptions) -> Tuple[list, List[Tuple[str, Any]]]:
@@ -54,19 +45,6 @@ def _chosen_inputs(args: tuple, options: GradOptions) -> Tuple[list, List[Tuple[
         call_args[position] = copy
         chosen.append((kit.input_target(position), copy))
     return call_args, chosen
-
-
-def _param_ids(runtime: Any) -> Dict[str, int]:
-    """Parameter address → its value id, in declaration order."""
-    by_tensor = {id(tensor): value_id for value_id, tensor in runtime.params.items()}
-    found: Dict[str, int] = {}
-    model = runtime.model
-    if isinstance(model, paddle.nn.Layer):
-        for address, param in model.named_parameters():
-            value_id = by_tensor.get(id(param))
-            if value_id is not None and address not in found:
-                found[address] = value_id
-    return found
 
 
 def _grad(loss: Any, targets: List[Any]) -> List[Any]:
@@ -87,8 +65,9 @@ class GradHooks(kit.GradHooks):
         runtime = self.trace._runtime
         params = [
             (kit.param_target(address), runtime.params[value_id])
-            for address, value_id in _param_ids(runtime).items()
-            if floating(runtime.params[value_id]) and not runtime.params[value_id].stop_gradient
+            for value_id, address in runtime.param_addresses.items()
+            if self.adapter.differentiable_input(runtime.params[value_id])
+            and not runtime.params[value_id].stop_gradient
         ]
         call_args, chosen = _chosen_inputs(runtime.args, self.options)
         targets = params + chosen
@@ -97,19 +76,13 @@ class GradHooks(kit.GradHooks):
         return kit.GradPass(grads={name: grad for (name, _), grad in zip(targets, grads)})
 
     def op_pass(self, loss_of: Callable[[Any], Any]) -> kit.GradPass:
-        """The call once more with the capture's recorder on a shadow session."""
+        """The call once more with the capture's own hooks on a shadow session."""
         runtime = self.trace._runtime
-        shadow = kit.ShadowSession()
         call_args, _chosen = _chosen_inputs(runtime.args, self.options)
-        with Patches() as patches:
-            recorder = Recorder(shadow, patches)
-            if isinstance(runtime.model, paddle.nn.Layer):
-                recorder.declare_modules(runtime.model)
-            recorder.install(patches)
-            output = runtime.model(*call_args, **runtime.kwargs)
+        shadow, _recorder, output = shadow_run(self.adapter, self.trace, call_args, runtime.kwargs)
         loss = loss_of(output)
-        wanted = [index for index, op in enumerate(shadow.ops) if floating(op[4]) and not op[4].stop_gradient]
-        op_grads: List[Any] = [None] * len(shadow.ops)
-        for index, grad in zip(wanted, _grad(loss, [shadow.ops[index][4] for index in wanted])):
-            op_grads[index] = grad
+        op_grads = shadow.op_grads(
+            lambda value: self.adapter.differentiable_input(value) and not value.stop_gradient,
+            partial(_grad, loss),
+        )
         return kit.GradPass(outputs=tensors_of(output), replayed=shadow.signature(), op_grads=op_grads)

@@ -4,7 +4,6 @@ TensorFlow Keras backend)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any, Dict
 
 import numpy as np
@@ -23,19 +22,10 @@ from .funcgraph import capture as capture_graph
 from .grads import GradHooks, GradOptions
 
 
-@dataclass
-class TFRuntime(CallRuntime):
-    """Runtime-only data of a live trace: the kit's, plus each parameter's address (derived
-    gradients name variables by it)."""
-
-    param_addresses: Any = None
-
-
 class TFCapture(CaptureHooks):
     """The TensorFlow side of the kit's capture pipeline: an op callback, wrapped module calls,
     and the guard against writes and draws the structure does not show."""
 
-    runtime_type = TFRuntime
     live_edits_type = LiveEdits
 
     def check(self) -> None:
@@ -89,7 +79,7 @@ class TFCapture(CaptureHooks):
         return facts
 
     def runtime_fields(self) -> Dict[str, Any]:
-        return {"param_addresses": self.recorder.param_addresses, "unresolved": self.recorder.unresolved}
+        return {"unresolved": self.recorder.unresolved}
 
 
 class TFAdapter(HostConversions, BackendProtocol):
@@ -122,7 +112,7 @@ class TFAdapter(HostConversions, BackendProtocol):
                 "leave module_identity_mode unset for a graph-only entry",
             )
 
-        return capture_graph(self, request, TFRuntime)
+        return capture_graph(self, request, CallRuntime)
 
     def apply_action(self, action: Any, value: Any) -> Any:
         """Zero-ablate, scale and add computed natively on the tensor; a raw callable runs on

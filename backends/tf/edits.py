@@ -64,9 +64,7 @@ def apply_natively(adapter: Any, action: Any, value: Any) -> Any:
         if not isinstance(delta, tf.Tensor):
             delta = tf.constant(delta, dtype=value.dtype)
         result = tf.cast(value + tf.cast(delta, value.dtype), value.dtype)
-    elif isinstance(action, CallableAction):
-        return action.apply(value, adapter)
-    else:
+    else:  # a raw callable on the framework's tensor, or a helper computed on a host copy
         return action.apply(value, adapter)
     _shape_kept(action.describe(), value, result)
     return result

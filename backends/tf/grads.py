@@ -15,14 +15,15 @@ unambiguous structural match of the capture (same functions and shapes, in order
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, List, Optional, Tuple
 
 import tensorflow as tf
 
 from torchlens.adapter_kit import derived_grads as kit
-from torchlens.adapter_kit.wrappers import Patches
+from torchlens.adapter_kit.capture_pipeline import shadow_run
 
-from .capture import Recorder, is_module, tensors_of
+from .capture import tensors_of
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class GradHooks(kit.GradHooks):
     def leaf_pass(self, loss_of: Callable[[Any], Any], per_op: bool) -> kit.GradPass:
         trace = self.trace
         runtime = trace._runtime
-        model, args, kwargs = runtime.model, runtime.args, runtime.kwargs
+        args, kwargs = runtime.args, runtime.kwargs
         params: List[Tuple[str, Any]] = [
             (kit.param_target(runtime.param_addresses[value_id]), variable)
             for value_id, variable in runtime.params.items()
@@ -68,18 +69,12 @@ class GradHooks(kit.GradHooks):
             for index, value in enumerate(args)
             if isinstance(value, tf.Tensor) and _floating(value)
         ]
-        shadow = kit.ShadowSession()
         with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             for _name, value in inputs:
                 tape.watch(value)
             for _name, variable in params:
                 tape.watch(variable)
-            with Patches() as patches:
-                recorder = Recorder(shadow)
-                if is_module(model) and trace.options.module_identity_mode == "object_module":
-                    recorder.declare_modules(model)
-                recorder.install(patches, model)
-                output = model(*args, **kwargs)
+            shadow, _recorder, output = shadow_run(self.adapter, trace, args, kwargs)
             loss = loss_of(output)
         targets = inputs + params
         grads = tape.gradient(loss, [value for _, value in targets]) if targets else []
@@ -88,11 +83,7 @@ class GradHooks(kit.GradHooks):
         )
         if per_op:
             # The same tape gives every recorded floating op output's gradient (one pass).
-            wanted = [index for index, op in enumerate(shadow.ops) if _floating(op[4])]
-            found = tape.gradient(loss, [shadow.ops[index][4] for index in wanted]) if wanted else []
-            op_grads: List[Any] = [None] * len(shadow.ops)
-            for index, grad in zip(wanted, found):
-                op_grads[index] = grad
+            op_grads = shadow.op_grads(_floating, partial(tape.gradient, loss))
             result.replayed, result.op_grads = shadow.signature(), op_grads
         del tape
         return result

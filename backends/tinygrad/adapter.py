@@ -12,12 +12,11 @@ from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.module_walk import bracketed_calls, install_module_calls
-from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import refusals
 from .capture import Recorder, training_mode
 from .dtypes import neutral_name, tinygrad_dtype
-from .grads import GradHooks, GradOptions, floating
+from .grads import GradHooks, GradOptions
 from .modules import ModuleTree, discover, has_module_state
 
 
@@ -100,9 +99,6 @@ class TinygradAdapter(HostConversions, BackendProtocol):
     def is_module_root(self, model: Any) -> bool:
         return has_module_state(model)
 
-    def differentiable_input(self, value: Any) -> bool:
-        return floating(value)
-
     def realize(self, values: List[Any]) -> List[Any]:
         """Realizes lazy Tensors in one evaluation."""
         tensors = [value for value in values if isinstance(value, Tensor)]
@@ -125,6 +121,3 @@ class TinygradAdapter(HostConversions, BackendProtocol):
         return value.bitcast(tinygrad_dtype(dtype))
 
     # ---- replay hooks -----------------------------------------------------------------------------
-
-    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
-        return record.call(*args, **kwargs)

@@ -19,13 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor
 
 from torchlens.adapter_kit import derived_grads as kit
+from torchlens.adapter_kit.capture_pipeline import shadow_run
 from torchlens.adapter_kit.structures import named_arrays, named_inputs
-from torchlens.adapter_kit.wrappers import Patches
-
-from .capture import Recorder
 
 
 @dataclass(frozen=True)
@@ -37,11 +35,6 @@ class GradOptions(kit.GradOptions):
 
 def _leaves(output: Any) -> List[Any]:
     return [tensor for _, tensor in named_arrays(output, Tensor, "output")]
-
-
-def floating(tensor: Any) -> bool:
-    """Whether ``tensor`` is a floating tinygrad Tensor (what derived gradients differentiate)."""
-    return isinstance(tensor, Tensor) and dtypes.is_float(tensor.dtype)
 
 
 class _Bracket:
@@ -76,10 +69,10 @@ class GradHooks(kit.GradHooks):
         targets: List[Tuple[str, Any]] = [
             (kit.param_target(address), tensor)
             for address, _, tensor, _ in runtime.tree.params
-            if floating(tensor)
+            if self.adapter.differentiable_input(tensor)
         ]
         for position in self.options.input_grad_argnums:
-            if floating(args[position]):
+            if self.adapter.differentiable_input(args[position]):
                 targets.append((kit.input_target(position), args[position]))
         with _Bracket([tensor for _, tensor in targets]):
             loss = loss_of(runtime.model(*args, **runtime.kwargs))
@@ -88,23 +81,14 @@ class GradHooks(kit.GradHooks):
         return kit.GradPass(grads={name: grad for (name, _), grad in zip(targets, grads)})
 
     def op_pass(self, loss_of: Callable[[Any], Any]) -> kit.GradPass:
-        """A no-realize pass: the capture's recorder on a shadow session, ``loss.backward()``
+        """A no-realize pass: the capture's own hooks on a shadow session, ``loss.backward()``
         before anything copied is realized, then one realization of every recorded output and
         gradient."""
         runtime = self.trace._runtime
-        shadow = kit.ShadowSession()
-        recorder = Recorder(shadow)
-        recorder.snapshot()
         params = [tensor for _, _, tensor, _ in runtime.tree.params]
-        for address, owner, tensor, _trainable in runtime.tree.params:
-            recorder.param(address, owner, tensor)
         inputs = [tensor for _, tensor in named_inputs(runtime.args, runtime.kwargs, Tensor)]
-        for name, tensor in named_inputs(runtime.args, runtime.kwargs, Tensor):
-            recorder.input(name, tensor)
         with _Bracket(params + inputs):
-            with Patches() as patches:
-                recorder.install(patches)
-                output = runtime.model(*runtime.args, **runtime.kwargs)
+            shadow, recorder, output = shadow_run(self.adapter, self.trace, runtime.args, runtime.kwargs)
             # backward before anything copied is realized: the gradient graph is built on the
             # lazy outputs of the pass
             loss_of(output).backward()

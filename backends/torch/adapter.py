@@ -12,7 +12,8 @@ from torchlens.adapter_kit.array_codec import is_bit_carrier, transport_dtype
 from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
 from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
 from torchlens.adapter_kit.structures import substitute
-from torchlens.errors import BackendUnsupportedError, PayloadModifiedError
+from torchlens.adapter_kit.version_guard import VersionGuard
+from torchlens.errors import BackendUnsupportedError
 
 from . import grads, module_brackets
 from .actions import apply_natively
@@ -23,24 +24,10 @@ from .freed_memory import keep_freed_memory
 from .input_shape import infer_input_shape
 
 
-class _VersionGuard:
-    """Saved values are the model's own tensors unless an in-place op inside the forward forced
-    a copy. A tensor's version counter moves on every in-place change, so a value changed after
-    the capture is refused instead of served as what the model computed."""
-
-    __slots__ = ("versions",)
-
-    def __init__(self, versions: dict) -> None:
-        self.versions = versions
-
-    def __call__(self, value_id: int, value: torch.Tensor) -> None:
-        expected = self.versions.get(value_id)
-        if expected is not None and value._version != expected:
-            raise PayloadModifiedError(
-                "this saved value was modified in place after the capture",
-                "payload_modified_after_capture",
-                "clone tensors returned by the model before changing them in place, or trace again",
-            )
+def _version_of(tensor: torch.Tensor) -> int:
+    # Saved values are the model's own tensors unless an in-place op inside the forward forced
+    # a copy; a tensor's version counter moves on every in-place change.
+    return tensor._version
 
 
 class TorchAdapter(BackendProtocol):
@@ -102,7 +89,9 @@ class TorchAdapter(BackendProtocol):
             )
             if edits is not None:
                 edits.prepare_runtime(runtime, _apply, _output_of)
-            trace = session.finish(self, runtime=runtime, payload_guard=_VersionGuard(capture.versions))
+            trace = session.finish(
+                self, runtime=runtime, payload_guard=VersionGuard(capture.versions, _version_of)
+            )
         if arming is not None:
             arming.finish(trace, output, capture.param_tensors)
         else:

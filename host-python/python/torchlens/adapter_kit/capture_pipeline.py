@@ -17,18 +17,18 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type
 
 from . import derived_grads
 from .live_edits import StopSignal
 from .replay import ReplayRuntime
+from .request import CaptureRequest
 from .session import CaptureSession
 from .wrappers import Patches
 
 if TYPE_CHECKING:  # only named in signatures
     from ..trace import Trace
     from .protocol import BackendProtocol
-    from .request import CaptureRequest
 
 
 @dataclass
@@ -39,6 +39,8 @@ class CallRuntime(ReplayRuntime):
     model: Any = None
     args: tuple = ()
     kwargs: Any = None
+    #: Parameter value id → its address (derived gradients name a parameter's gradient by it).
+    param_addresses: Dict[int, str] = dataclasses.field(default_factory=dict)
 
 
 class CaptureHooks:
@@ -200,6 +202,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
             reference=hooks.reference(),
             params=recorder.params,
             param_dtypes=recorder.param_dtypes,
+            param_addresses=getattr(recorder, "param_addresses", {}),
             values=recorder.values,
             model=request.model,
             args=request.args,
@@ -218,3 +221,25 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
     if options.grad_options is not None:
         trace.autograd = derived_grads.derive(adapter.grad_hooks_type(trace, options.grad_options))
     return trace
+
+
+def shadow_run(adapter: BackendProtocol, trace: Trace, args: tuple, kwargs: Any) -> Tuple[Any, Any, Any]:
+    """Reruns a traced call with the capture's own hooks (its recorder, module declarations,
+    inputs and interception) recording onto a :class:`~.derived_grads.ShadowSession` instead of
+    the core: what a gradient pass matches against the captured ops. ``args`` and ``kwargs`` may
+    stand in for the traced call's (differentiable copies of its inputs). Returns the shadow
+    session, the recorder and the call's output."""
+    runtime = trace._runtime
+    request = CaptureRequest(adapter.spec, runtime.model, tuple(args), dict(kwargs or {}), trace.options)
+    hooks = adapter.capture_hooks(adapter, request)
+    hooks.mode = trace.options.module_identity_mode
+    shadow = derived_grads.ShadowSession()
+    with Patches() as patches:
+        hooks.session, hooks.patches = shadow, patches
+        recorder = hooks.recorder = hooks.make_recorder()
+        hooks.declare_modules()
+        for name, value in adapter.input_pairs(request.args, request.kwargs):
+            hooks.declare_input(name, value)
+        hooks.install()
+        output = hooks.call()
+    return shadow, recorder, output

@@ -148,6 +148,17 @@ class ShadowSession:
         for value_id, value, shape, _dtype in outputs:
             self.ops.append((value_id, func, tuple(shape), [parent for parent, _ in parents], value))
 
+    def op_grads(
+        self, wanted: Callable[[Any], bool], grads_of: Callable[[List[Any]], Sequence[Any]]
+    ) -> List[Any]:
+        """Each recorded op output's gradient, aligned with :attr:`ops`: ``grads_of`` is asked
+        once, for the outputs ``wanted`` keeps (the others get None)."""
+        chosen = [index for index, op in enumerate(self.ops) if wanted(op[4])]
+        found: List[Any] = [None] * len(self.ops)
+        for index, grad in zip(chosen, grads_of([self.ops[index][4] for index in chosen]) if chosen else ()):
+            found[index] = grad
+        return found
+
     def signature(self) -> List[Tuple[str, tuple]]:
         """Each recorded op output's (function, shape), as :func:`captured_ops` signs them."""
         return [(func, shape) for _, func, shape, _, _ in self.ops]

@@ -14,6 +14,7 @@ from ..capability_gate import refusal_codes
 from ..errors import BackendUnsupportedError
 from . import array_codec, framework_version, replay
 from .capture_pipeline import CaptureHooks, run_capture
+from .derived_grads import is_floating_dtype
 from .preflight import check_request
 from .request import CaptureRequest, SaveRequest
 from .structures import named_arrays, named_inputs
@@ -108,8 +109,11 @@ class BackendProtocol(ABC):
         return request.args[position] if 0 <= position < len(request.args) else None
 
     def differentiable_input(self, value: Any) -> bool:
-        """Whether derived gradients can be taken with respect to ``value`` (a floating array of
-        the framework). The default: a floating host dtype."""
+        """Whether derived gradients can be taken with respect to ``value``: a floating array of
+        the framework (by its core dtype name; without an :attr:`array_type`, a floating host
+        dtype)."""
+        if self.array_type is not None:
+            return isinstance(value, self.array_type) and is_floating_dtype(self.neutral_dtype(value))
         try:
             return self.to_numpy(value).dtype.kind in "fc"
         except Exception:
@@ -237,10 +241,12 @@ class BackendProtocol(ABC):
 
     # ---- replay hooks ---------------------------------------------------------------------------
 
-    @abstractmethod
     def run_op(self, record: Any, args: tuple, kwargs: dict) -> Any:
         """Runs one recorded op (a :class:`~torchlens.adapter_kit.replay.ReplayRecord`) on
-        parent values and returns the value of the recorded output."""
+        parent values and returns the value of the recorded output: the call's result, or its
+        ``output_index``-th leaf of :meth:`output_leaves`."""
+        result = record.call(*args, **kwargs)
+        return result if record.output_index is None else self.output_leaves(result)[record.output_index]
 
     def replay_argument(self, value: Any) -> Any:
         """What replay passes for a saved value: a copy where the op might write into it."""

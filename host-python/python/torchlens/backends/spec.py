@@ -191,13 +191,17 @@ def detect_by_type_module(*roots: str) -> Callable[[Any, Any], bool]:
     return detect
 
 
-def detect_instances(*classes: str) -> Callable[[Any, Any], bool]:
+def detect_instances(*classes: str, type_modules: Tuple[str, ...] = ()) -> Callable[[Any, Any], bool]:
     """A detector that votes for models that are instances of one of these classes (a user's
-    subclass included), each named ``module:attribute.path``. The classes are read from
-    ``sys.modules`` only: routing never imports a framework the caller has not (Paddle crashes
-    when first imported after TensorFlow)."""
+    subclass included), each named ``module:attribute.path``, or whose type lives in one of the
+    root modules ``type_modules``. The classes are read from ``sys.modules`` only: routing never
+    imports a framework the caller has not (Paddle crashes when first imported after
+    TensorFlow)."""
+    by_type_module = detect_by_type_module(*type_modules)
 
     def detect(model: Any, inputs: Any) -> bool:
+        if by_type_module(model, inputs):
+            return True
         for reference in classes:
             module_name, attribute = reference.split(":")
             target: Any = sys.modules.get(module_name)
@@ -206,14 +210,5 @@ def detect_instances(*classes: str) -> Callable[[Any, Any], bool]:
             if isinstance(target, type) and isinstance(model, target):
                 return True
         return False
-
-    return detect
-
-
-def detect_any(*detectors: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    """A detector that votes for a model any of ``detectors`` votes for."""
-
-    def detect(model: Any, inputs: Any) -> bool:
-        return any(detector(model, inputs) for detector in detectors)
 
     return detect

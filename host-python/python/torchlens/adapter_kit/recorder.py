@@ -16,8 +16,8 @@ import contextlib
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .live_edits import LiveEditHost
-from .module_walk import ModuleWalk
+from .live_edits import LiveEditHost, LiveEdits
+from .module_walk import ModuleTree, ModuleWalk
 from .replay import ParamRef, ReplayRecord, ValueRef
 from .structures import arrays_in, substitute
 
@@ -190,6 +190,18 @@ class Recorder(LiveEditHost):
             self.buffer_addresses[id(buffer)] = address
         self.walk = walk
 
+    def declare_tree(self, tree: ModuleTree) -> None:
+        """Declares the modules of a tree found by walking object attributes
+        (:func:`~torchlens.adapter_kit.module_walk.discover_tree`): each once, with all its
+        addresses, containers as containers. Its parameters are the caller's to declare."""
+        for record in tree.modules:
+            training = self.is_training(record.obj)
+            self.session.module(
+                record.module_id, record.addresses, record.class_name, record.container, training
+            )
+            self.module_ids[id(record.obj)] = record.module_id
+            self.addresses[record.module_id] = record.addresses[0]
+
     def declare_root_function(self, function: Any) -> None:
         """Declares a function root: module 0, named after the function, owning nothing."""
         name = getattr(function, "__name__", type(function).__name__)
@@ -248,12 +260,19 @@ class Recorder(LiveEditHost):
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
             if recorder.depth or not recorder.on_owner_thread():
                 return original(module, *args, **kwargs)
-            module_id = recorder.module_id(module)
-            recorder.session.enter(module_id)
-            output = original(module, *args, **kwargs)
-            return recorder.exit(module_id, output)
+            return recorder.module_call(original, module, recorder.module_id(module), args, kwargs)
 
         return call
+
+    def module_call(
+        self, original: Callable[..., Any], module: Any, module_id: int, args: tuple, kwargs: dict
+    ) -> Any:
+        """One call of module ``module_id``, reported unless it runs inside a recorded op (also
+        the ``on_call`` of :func:`~torchlens.adapter_kit.module_walk.install_module_calls`)."""
+        if self.depth:
+            return original(module, *args, **kwargs)
+        self.session.enter(module_id)
+        return self.exit(module_id, original(module, *args, **kwargs))
 
     def exit(self, module_id: int, output: Any) -> Any:
         """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
@@ -345,6 +364,36 @@ class Recorder(LiveEditHost):
         if not replaced:
             return out
         return substitute(out, replaced)
+
+
+class RecorderEdits(LiveEdits):
+    """The kit's live edits on a :class:`Recorder` (a ``CaptureHooks.live_edits_type``): they
+    listen at its op-output and module-exit seams, refuse with the adapter's typed refusals and
+    are re-applied in replay through the adapter's ``apply_action``."""
+
+    #: The edit actions the backend implements (None: every action).
+    supported_actions: Optional[Tuple[type, ...]] = None
+
+    def __init__(self, request: Any, adapter: Any) -> None:
+        super().__init__(request, adapter, adapter.refuse, self.supported_actions, adapter.name)
+
+    def attach(self, session: Any, recorder: Recorder) -> None:  # type: ignore[override]
+        super().attach(session, recorder)
+        recorder.on_output, recorder.on_exit = self.on_output, self.on_exit
+
+    def finish_stopped(self, session: Any, signal: BaseException) -> None:
+        """The forward ended at the frontier (marked already): there are no outputs to report."""
+
+    def prepare_runtime(self, runtime: Any) -> None:  # type: ignore[override]
+        super().prepare_runtime(runtime, _apply_action, _output_at)
+
+
+def _apply_action(adapter: Any, action: Any, value: Any) -> Any:
+    return adapter.apply_action(action, value)
+
+
+def _output_at(result: Any, output_index: Optional[int]) -> Any:
+    return result if output_index is None else result[output_index]
 
 
 class _Quiet:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -17,7 +17,7 @@ from torchlens.adapter_kit.module_walk import ModuleTree, install_module_calls
 from torchlens.adapter_kit.recorder import RecorderEdits
 from torchlens.adapter_kit.replay import ReplayRecord
 from torchlens.edits import actions
-from torchlens.errors import UnsupportedError
+from torchlens.edits.actions import _shape_kept
 
 from . import refusals
 from .capture import Recorder
@@ -91,7 +91,7 @@ class MlxCapture(CaptureHooks):
         patches.rebind_held(self.objects)
         install_module_calls(patches, self.tree, recorder.module_call)
         transformed = refusals.gc_func_type()
-        for owner, name in _compiled_attributes(self.objects) + recorder.global_transforms:
+        for owner, name in recorder.transforms:
             # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).
             if isinstance(getattr(owner, name), transformed):
                 patches.wrap(owner, name, recorder.transformed(name))
@@ -184,9 +184,7 @@ class MlxAdapter(HostConversions, BackendProtocol):
     def apply_action(self, action: Any, value: Any) -> Any:
         """Applies an edit action with MLX's own lazy ops (nothing is evaluated mid-forward,
         so realize-once holds); the result keeps the value's shape and dtype."""
-        if isinstance(action, actions.CallableAction):
-            result = action.apply(value, self)
-        elif isinstance(action, actions.ZeroAblate):
+        if isinstance(action, actions.ZeroAblate):
             result = mx.zeros_like(value)
         elif isinstance(action, actions.Scale):
             result = value * action.factor
@@ -195,35 +193,21 @@ class MlxAdapter(HostConversions, BackendProtocol):
         elif isinstance(action, actions.Clamp):
             result = mx.clip(value, action.min, action.max)
         elif isinstance(action, actions.MeanAblate):
-            if action.source is not None:
-                result = mx.full(value.shape, _as_mlx(action.source).astype(mx.float32).mean())
-            elif action.dim is None:
-                result = mx.full(value.shape, value.astype(mx.float32).mean())
-            else:
-                result = mx.broadcast_to(
-                    value.astype(mx.float32).mean(axis=action.dim, keepdims=True), value.shape
-                )
+            whole = action.source is not None
+            source = _as_mlx(action.source) if whole else value
+            mean = source.astype(mx.float32).mean(axis=None if whole else action.dim, keepdims=not whole)
+            result = mx.broadcast_to(mean, value.shape)
         elif isinstance(action, actions.ReplaceWith):
-            replacement = action.value() if callable(action.value) else action.value
-            replacement = _as_mlx(replacement)
+            replacement = _as_mlx(action.value() if callable(action.value) else action.value)
             try:
                 result = mx.broadcast_to(replacement, value.shape)
             except ValueError:
                 result = replacement  # the shape check below refuses it
-        else:
+        else:  # a callable on the mx.array itself, or another helper's own apply
             result = action.apply(value, self)
-        if not isinstance(result, mx.array):
-            result = _as_mlx(result)
-        if tuple(result.shape) != tuple(value.shape):
-            raise UnsupportedError(
-                f"{action.describe()} would change the shape from {tuple(value.shape)} to "
-                f"{tuple(result.shape)}",
-                "edit_shape_changed",
-                "make the replacement the same shape as the value it replaces",
-            )
-        if result.dtype != value.dtype:
-            result = result.astype(value.dtype)
-        return result
+        result = _as_mlx(result)
+        _shape_kept(action.describe(), value, result)
+        return result if result.dtype == value.dtype else result.astype(value.dtype)
 
     # ---- replay hooks -----------------------------------------------------------------------------
 
@@ -239,17 +223,3 @@ def _as_mlx(value: Any) -> Any:
     if isinstance(value, mx.array):
         return value
     return mx.array(np.asarray(value))
-
-
-def _compiled_attributes(objects: List[Any]) -> List[Tuple[Any, str]]:
-    """``(module, attribute)`` of every compiled function held by one of ``objects`` (the
-    modules of the tree): its body runs where no wrapper sees it."""
-    gc_func = refusals.gc_func_type()
-    found = []
-    for obj in objects:
-        try:
-            attributes = vars(obj)
-        except TypeError:
-            continue
-        found.extend((obj, name) for name, value in attributes.items() if isinstance(value, gc_func))
-    return found

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import mlx.core as mx
@@ -23,6 +22,7 @@ import mlx.nn as nn
 import mlx.nn.layers
 import mlx.nn.layers.activations as activations
 
+from torchlens.adapter_kit.outside_reads import code_reads
 from torchlens.adapter_kit.recorder import OutputFact
 from torchlens.adapter_kit.recorder import Recorder as KitRecorder
 from torchlens.adapter_kit.replay import ReplayRecord, argument_template
@@ -101,8 +101,9 @@ class Recorder(KitRecorder):
         self.unwrapped = False
         #: Whether the forward called a transformed (compiled, grad, vmap) function.
         self.transformed_called = False
-        #: ``(module, name)`` of transformed functions the forward reads as globals.
-        self.global_transforms: List[Tuple[Any, str]] = []
+        #: ``(module or object, name)`` of transformed functions the forward reads as module
+        #: globals or instance attributes.
+        self.transforms: List[Tuple[Any, str]] = []
         #: Gradient taps (derived intermediate gradients): ``(value id, array)`` → the array
         #: that flows on, for every op output.
         self.tap: Optional[Callable[[int, Any], Any]] = None
@@ -294,52 +295,15 @@ class Recorder(KitRecorder):
             if not name.startswith("_") and name not in _NOT_DRAWS and callable(getattr(mx.random, name)):
                 patches.wrap(mx.random, name, self.refusing_wrapper(functools.partial(refusals.rng, name)))
 
-    # ---- what the forward reads from outside -------------------------------------------------------
-
     def scan_outside(self, objects: Sequence[Any]) -> None:
-        """Remembers the arrays the forward can read from outside: in the globals, closures and
-        defaults of each object's code (functions, module ``__call__`` methods), in instance
-        attributes, one container level deep."""
-        seen: Set[int] = set()
-        for obj in objects:
-            function = obj if callable(obj) and hasattr(obj, "__code__") else None
-            if function is None:
-                function = type(obj).__call__ if callable(obj) else None
-                self._collect(_attributes(obj).values())
-                for klass in type(obj).__mro__:
-                    if klass.__module__.split(".", 1)[0] not in ("mlx", "builtins"):
-                        self._collect(vars(klass).values())  # class-level arrays (self.SCALE)
-            function = getattr(function, "__func__", function)
-            if function is None or id(function) in seen:
-                continue
-            seen.add(id(function))
-            code = getattr(function, "__code__", None)
-            namespace = getattr(function, "__globals__", {}) or {}
-            if code is not None:
-                read = {name: namespace[name] for name in _names(code) if name in namespace}
-                self._collect(read.values())
-                self._global_transforms(function, namespace, read)
-            for cell in getattr(function, "__closure__", None) or ():
-                try:
-                    self._collect([cell.cell_contents])
-                except ValueError:
-                    continue
-            self._collect([getattr(function, "__defaults__", None) or ()])
-
-    def _global_transforms(self, function: Any, namespace: Dict[str, Any], read: Dict[str, Any]) -> None:
-        """Transformed functions (``mx.compile``/``grad``/``vmap`` results) the forward's code
-        reads as module globals: ``(module, name)`` for the capture to route through one op."""
-        module = sys.modules.get(getattr(function, "__module__", None) or "")
-        if module is None or vars(module) is not namespace:
-            return
+        """Remembers what the forward can read from outside (the kit's ``code_reads``): arrays,
+        one container level deep (constants when read), and transformed functions held as
+        module globals or instance attributes (each called as one op)."""
         transformed = refusals.gc_func_type()
-        self.global_transforms.extend(
-            (module, name) for name, value in read.items() if isinstance(value, transformed)
-        )
-
-    def _collect(self, values: Iterable[Any]) -> None:
-        for value in values:
+        for owner, name, value in code_reads(objects, "mlx"):
             self.outside.update(id(item) for item in shallow_items(value) if isinstance(item, mx.array))
+            if owner is not None and isinstance(value, transformed):
+                self.transforms.append((owner, name))
 
 
 def rebind_held_functions(patches: Patches, objects: Sequence[Any], wrapped: Any = None) -> None:
@@ -410,22 +374,6 @@ def _activation_classes() -> Tuple[Tuple[type, str], ...]:
                 found.append((klass, name))
                 break
     return tuple(found)
-
-
-def _names(code: Any) -> Set[str]:
-    """Global names a code object (and the code nested in it) reads."""
-    found = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            found |= _names(const)
-    return found
-
-
-def _attributes(obj: Any) -> Dict[str, Any]:
-    try:
-        return dict(vars(obj))
-    except TypeError:
-        return {}
 
 
 def _iterating(original: Callable[..., Any]) -> Callable[..., Any]:

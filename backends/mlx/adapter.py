@@ -15,7 +15,6 @@ from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.live_edits import selector_kinds
 from torchlens.adapter_kit.module_walk import ModuleTree, install_module_calls
 from torchlens.adapter_kit.recorder import RecorderEdits
-from torchlens.adapter_kit.replay import ReplayRecord
 from torchlens.edits import actions
 from torchlens.edits.actions import _shape_kept
 
@@ -139,21 +138,16 @@ class MlxAdapter(HostConversions, BackendProtocol):
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = MlxCapture
+    module_type = nn.Module
     module_root_description = "an mlx.nn.Module root"
-
-    def is_module_root(self, model: Any) -> bool:
-        return isinstance(model, nn.Module)
 
     def differentiable_input(self, value: Any) -> bool:
         return isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.inexact)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         output = model(*args, **kwargs)
-        mx.eval([array for _, array in self.output_pairs(output)])
+        self.realize(self.output_leaves(output))
         return output
-
-    def output_leaves(self, output: Any) -> List[Any]:
-        return [array for _, array in self.output_pairs(output)]
 
     def realize(self, values: List[Any]) -> List[Any]:
         """Evaluates lazy arrays in one ``mx.eval``."""
@@ -208,14 +202,6 @@ class MlxAdapter(HostConversions, BackendProtocol):
         result = _as_mlx(result)
         _shape_kept(action.describe(), value, result)
         return result if result.dtype == value.dtype else result.astype(value.dtype)
-
-    # ---- replay hooks -----------------------------------------------------------------------------
-
-    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
-        result = record.call(*args, **kwargs)
-        if record.output_index is not None:
-            result = result[record.output_index]
-        return result
 
 
 def _as_mlx(value: Any) -> Any:

@@ -76,11 +76,13 @@ class BackendProtocol(ABC):
 
     #: What a module root of this framework is, as refusals name it ("a paddle.nn.Layer root").
     module_root_description: str = "a module root"
+    #: The framework's module class, where being an instance of it is what makes a module root.
+    module_type: Optional[type] = None
 
     def is_module_root(self, model: Any) -> bool:
         """Whether ``model`` is a module whose submodules this backend attributes
-        (``object_module``). The default: none is."""
-        return False
+        (``object_module``). The default: an instance of :attr:`module_type` (none without one)."""
+        return self.module_type is not None and isinstance(model, self.module_type)
 
     def module_identity_mode(self, request: CaptureRequest) -> str:
         """The request's ``module_identity_mode``, resolved the same way on every backend:
@@ -159,9 +161,10 @@ class BackendProtocol(ABC):
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         """The model's output computed with no TorchLens wrapper installed."""
 
-    @abstractmethod
     def output_leaves(self, output: Any) -> List[Any]:
-        """The arrays of a returned structure, in the order the capture reports outputs."""
+        """The arrays of a returned structure, in the order the capture reports outputs. The
+        default: those :meth:`output_pairs` names."""
+        return [array for _, array in self.output_pairs(output)]
 
     #: The framework's array type, by which the kit names a call's inputs and outputs
     #: (:meth:`input_pairs`, :meth:`output_pairs`).
@@ -222,10 +225,12 @@ class BackendProtocol(ABC):
 
     # ---- replay hooks ---------------------------------------------------------------------------
 
-    @abstractmethod
     def run_op(self, record: Any, args: tuple, kwargs: dict) -> Any:
         """Runs one recorded op (a :class:`~torchlens.adapter_kit.replay.ReplayRecord`) on
-        parent values and returns the value of the recorded output."""
+        parent values and returns the value of the recorded output. The default: the recorded
+        call, and of an op with several outputs its ``output_index``-th output leaf."""
+        result = record.call(*args, **kwargs)
+        return result if record.output_index is None else self.output_leaves(result)[record.output_index]
 
     def replay_argument(self, value: Any) -> Any:
         """What replay passes for a saved value: a copy where the op might write into it."""

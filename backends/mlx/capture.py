@@ -5,11 +5,11 @@ as one op while the lazy graph is built; realize every recorded value in one ``m
 the forward returns.
 
 Identity is the kit's (by object, held for the capture). An argument no wrapper produced is a
-parameter (declared when an op first reads it, so a stopped trace accounts only for what its
-ops used), a constant (read from outside the forward) or, when the forward built it with an
-unwrapped call such as ``mx.array(...)``, a parentless op that ceilings the capture
-(``unwrapped_op_in_capture``). In-place operators and ``a[i] = v`` give the object a new value:
-the old value is kept as a copy and the object is known by the new one."""
+parameter (deferred: declared when an op first reads it), a constant (read from outside the
+forward) or, when the forward built it with an unwrapped call such as ``mx.array(...)``, a
+parentless op that ceilings the capture (``unwrapped_op_in_capture``). In-place operators and
+``a[i] = v`` give the object a new value: the old value is kept as a copy, the object is known
+by the new one."""
 
 from __future__ import annotations
 
@@ -95,8 +95,6 @@ class Recorder(KitRecorder):
         #: ids of arrays that existed before the forward and that it can read (globals and
         #: closures of the forward's code, attributes of the modules): constants when read.
         self.outside: Set[int] = set()
-        #: ``id(array)`` → a parameter ``(address, module id, array)`` not declared yet.
-        self.pending: Dict[int, Tuple[str, int, Any]] = {}
         self.trainable: Dict[int, bool] = {}
         self.unwrapped = False
         #: Whether the forward called a transformed (compiled, grad, vmap) function.
@@ -124,12 +122,6 @@ class Recorder(KitRecorder):
     def is_trainable(self, param: Any) -> bool:
         return self.trainable.get(id(param), True)
 
-    def value_facts(self, value: Any) -> Dict[str, Any]:
-        return {"shape": self.shape_of(value), "dtype": self.dtype_of(value)}
-
-    def same_dtype(self, new: Any, like: Any) -> Any:
-        return new if new.dtype == like.dtype else new.astype(like.dtype)
-
     def copy(self, value: Any) -> Any:
         return mx.array(value)
 
@@ -155,22 +147,13 @@ class Recorder(KitRecorder):
         return value_id
 
     def defer_params(self, params: Iterable[Tuple[str, int, Any, bool]]) -> None:
-        """Parameters ``(address, module id, array, trainable)`` declared when an op first reads
-        them; :meth:`declare_remaining` declares the rest after a complete forward."""
+        """Parameters ``(address, module id, array, trainable)``, each declared when an op first
+        reads it (the kit's :meth:`defer`)."""
         for address, owner, array, trainable in params:
-            self.pending.setdefault(id(array), (address, owner, array))
+            self.defer(address, owner, array)
             self.trainable[id(array)] = trainable
 
-    def declare_remaining(self) -> None:
-        """Declares the parameters no op read (a complete forward lists every parameter)."""
-        for pending in list(self.pending.values()):
-            self.param(*pending)
-        self.pending.clear()
-
     def declare_outside(self, value: Any) -> int:
-        pending = self.pending.pop(id(value), None)
-        if pending is not None:
-            return self.param(*pending)
         if id(value) not in self.outside:
             what = "an array built inside the forward by an unwrapped call, e.g. mx.array(...)"
             if self.on_unwrapped == "refuse":
@@ -244,13 +227,12 @@ class Recorder(KitRecorder):
         """A wrapper maker recording each call of a transformed function (``mx.compile``,
         ``grad``, ``vmap``) as one op ``name``: its body runs under the transform, where
         recorded arrays would be tracers, so the capture is ceilinged."""
-        make_op = self.op_wrapper(name)
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            op = make_op(original)
+            op = self.op_wrapper(name)(original)
 
             def call(*args: Any, **kwargs: Any) -> Any:
-                self.transformed_called = self.transformed_called or not self.depth
+                self.transformed_called |= not self.depth
                 return op(*args, **kwargs)
 
             return call

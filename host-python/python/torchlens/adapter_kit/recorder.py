@@ -53,6 +53,9 @@ class Recorder(LiveEditHost):
         self.param_addresses: Dict[int, str] = {}
         #: ``id(buffer)`` → its address (a buffer is declared when the forward first reads it).
         self.buffer_addresses: Dict[int, str] = {}
+        #: ``id(parameter)`` → ``(address, module id, parameter)`` of a parameter declared when
+        #: the forward first reads it (:meth:`defer`).
+        self.deferred: Dict[int, Tuple[str, int, Any]] = {}
         #: ``id(module)`` → module id, and module id → its primary address.
         self.module_ids: Dict[int, int] = {}
         self.addresses: Dict[int, str] = {0: "self"}
@@ -133,6 +136,9 @@ class Recorder(LiveEditHost):
         value_id = self.known_id(value)
         if value_id is not None:
             return value_id
+        deferred = self.deferred.pop(id(value), None)
+        if deferred is not None:
+            return self.param(*deferred)
         return self.declare_outside(value)
 
     def declare_outside(self, value: Any) -> int:
@@ -172,6 +178,15 @@ class Recorder(LiveEditHost):
 
     def is_value(self, value: Any) -> bool:
         return isinstance(value, self.array_type)
+
+    def value_facts(self, value: Any) -> Dict[str, Any]:
+        """The value's shape and dtype (a framework that can read more without evaluating a
+        lazy value says more)."""
+        return {"shape": self.shape_of(value), "dtype": self.dtype_of(value)}
+
+    def same_dtype(self, new: Any, like: Any) -> Any:
+        """``new`` cast to ``like``'s dtype with the array's ``astype`` when they differ."""
+        return new if new.dtype == like.dtype else new.astype(like.dtype)
 
     # ---- model structure --------------------------------------------------------------------------
 
@@ -219,6 +234,18 @@ class Recorder(LiveEditHost):
             value_id, address, module_id, self.shape_of(param), dtype, self.is_trainable(param)
         )
         return value_id
+
+    def defer(self, address: str, module_id: int, param: Any) -> None:
+        """Declares a parameter when an op first reads it, so a trace stopped early
+        (``stop_after=``) accounts only for the parameters its ops used;
+        :meth:`declare_remaining` declares the others after a complete forward."""
+        self.deferred.setdefault(id(param), (address, module_id, param))
+
+    def declare_remaining(self) -> None:
+        """Declares the deferred parameters no op read."""
+        for deferred in list(self.deferred.values()):
+            self.param(*deferred)
+        self.deferred.clear()
 
     def input(self, name: str, value: Any) -> int:
         """Declares one input of the call (an input passed twice is one value)."""

@@ -107,22 +107,10 @@ class MlxCapture(CaptureHooks):
         return found + (["mlx_compiled_attribute_not_logged"] if recorder.transformed_called else [])
 
     def realize_all(self) -> None:
-        """Every recorded value, parameter and pre-edit value in one ``mx.eval``. A value that
-        cannot be evaluated was recorded inside a transform (a tracer): that refuses."""
         recorder = self.recorder
         arrays = list(recorder.values.values()) + list(recorder.params.values())
-        if self.edits is not None:
-            arrays += [before for _, before in self.edits.fired.values()]
-        try:
-            mx.eval(*arrays)
-        except RuntimeError as error:
-            raise refusals.refuse(
-                "a transformed function (mx.compile, mx.grad, mx.vmap) ran inside the forward "
-                f"where no wrapper could route it, so tracers were recorded ({str(error)[:80]})",
-                "mlx_transform_at_entry",
-                "call the transformed function from a module attribute or a module global, or "
-                "move the transform outside the traced call",
-            ) from None
+        edited = self.edits.fired.values() if self.edits is not None else ()
+        self.adapter.realize(arrays + [before for _, before in edited])
 
     def runtime_fields(self) -> Dict[str, Any]:
         recorder = self.recorder
@@ -150,10 +138,18 @@ class MlxAdapter(HostConversions, BackendProtocol):
         return output
 
     def realize(self, values: List[Any]) -> List[Any]:
-        """Evaluates lazy arrays in one ``mx.eval``."""
-        arrays = [value for value in values if isinstance(value, mx.array)]
-        if arrays:
-            mx.eval(arrays)
+        """Evaluates lazy arrays in one ``mx.eval`` (realize-once). A value that cannot be
+        evaluated was recorded inside a transform (a tracer): that refuses."""
+        try:
+            mx.eval(*[value for value in values if isinstance(value, mx.array)])
+        except RuntimeError as error:
+            raise refusals.refuse(
+                "a transformed function (mx.compile, mx.grad, mx.vmap) ran inside the forward "
+                f"where no wrapper could route it, so tracers were recorded ({str(error)[:80]})",
+                "mlx_transform_at_entry",
+                "call the transformed function from a module attribute or a module global, or "
+                "move the transform outside the traced call",
+            ) from None
         return values
 
     # ---- host copies (the kit's HostConversions over these) -------------------------------------

@@ -19,7 +19,7 @@ from torchlens.edits import actions
 from torchlens.edits.actions import _shape_kept
 
 from . import refusals
-from .capture import Recorder
+from .capture import TRANSFORMED, Recorder
 from .dtypes import mlx_dtype, neutral_name
 from .grads import GradHooks, GradOptions
 from .modules import discover
@@ -93,7 +93,7 @@ class MlxCapture(CaptureHooks):
         for owner, name in recorder.transforms:
             # MLX's own compiled helpers are wrapped by name already (nn.gelu is an op).
             if isinstance(getattr(owner, name), transformed):
-                patches.wrap(owner, name, recorder.transformed(name))
+                patches.wrap(owner, name, recorder.op_wrapper(name, TRANSFORMED))
 
     def exit_root(self, output: Any) -> Any:
         for _, array in self.adapter.output_pairs(output):
@@ -102,9 +102,7 @@ class MlxCapture(CaptureHooks):
         return super().exit_root(output)
 
     def ceilings(self) -> List[str]:
-        recorder = self.recorder
-        found = ["unwrapped_op_in_capture"] if recorder.unwrapped else []
-        return found + (["mlx_compiled_attribute_not_logged"] if recorder.transformed_called else [])
+        return list(self.recorder.ceilings)
 
     def realize_all(self) -> None:
         recorder = self.recorder

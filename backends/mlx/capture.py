@@ -23,9 +23,8 @@ import mlx.nn.layers
 import mlx.nn.layers.activations as activations
 
 from torchlens.adapter_kit.outside_reads import code_reads
-from torchlens.adapter_kit.recorder import OutputFact
 from torchlens.adapter_kit.recorder import Recorder as KitRecorder
-from torchlens.adapter_kit.replay import ReplayRecord, argument_template
+from torchlens.adapter_kit.replay import argument_template
 from torchlens.adapter_kit.structures import shallow_items
 from torchlens.adapter_kit.wrappers import Patches
 
@@ -68,6 +67,10 @@ _BINARY = frozenset("add sub mul truediv div floordiv mod pow matmul and or xor 
 #: ``mx.array`` properties that compute an array (the others read metadata: ``shape``, ``dtype``).
 ARRAY_PROPERTIES = ("T", "mT", "real", "imag")
 
+#: The ceiling of a call into a transformed function (``mx.compile``, ``grad``, ``vmap``): its
+#: body runs under the transform, where recorded arrays would be tracers, so it is one op.
+TRANSFORMED = "mlx_compiled_attribute_not_logged"
+
 #: ``mx.random`` functions that do not draw (the others refuse: replay would draw again).
 _NOT_DRAWS = ("seed", "key", "split", "state")
 
@@ -96,9 +99,6 @@ class Recorder(KitRecorder):
         #: closures of the forward's code, attributes of the modules): constants when read.
         self.outside: Set[int] = set()
         self.trainable: Dict[int, bool] = {}
-        self.unwrapped = False
-        #: Whether the forward called a transformed (compiled, grad, vmap) function.
-        self.transformed_called = False
         #: ``(module or object, name)`` of transformed functions the forward reads as module
         #: globals or instance attributes.
         self.transforms: List[Tuple[Any, str]] = []
@@ -127,24 +127,12 @@ class Recorder(KitRecorder):
 
     # ---- values the capture declares ------------------------------------------------------------
 
-    def note(self, value_id: int, kind: str, func: str, value: Any, parents: Sequence[int] = ()) -> None:
-        """Appends a recorded value to the structural signature."""
+    def declared(self, kind: str, name: str, value_id: int, value: Any, parents: Iterable[int] = ()) -> None:
+        """Appends each declared value to the structural signature."""
         self.position[value_id] = len(self.order)
         self.order_ids.append(value_id)
         parent_positions = tuple(self.position.get(parent, -1) for parent in parents)
-        self.order.append((kind, func, self.shape_of(value), self.dtype_of(value), parent_positions))
-
-    def param(self, address: str, module_id: int, param: Any) -> int:
-        value_id = super().param(address, module_id, param)
-        self.note(value_id, "param", address, param)
-        return value_id
-
-    def input(self, name: str, value: Any) -> int:
-        known = self.known_id(value)
-        value_id = super().input(name, value)
-        if known is None:
-            self.note(value_id, "input", name, value)
-        return value_id
+        self.order.append((kind, name, self.shape_of(value), self.dtype_of(value), parent_positions))
 
     def defer_params(self, params: Iterable[Tuple[str, int, Any, bool]]) -> None:
         """Parameters ``(address, module id, array, trainable)``, each declared when an op first
@@ -158,86 +146,22 @@ class Recorder(KitRecorder):
             what = "an array built inside the forward by an unwrapped call, e.g. mx.array(...)"
             if self.on_unwrapped == "refuse":
                 raise refusals.unwrapped(what)
-            self.unwrapped = True
-            return self.emit("array", None, [], (), {}, value, opaque=True)[0][0]
-        value_id = super().declare_outside(value)
-        self.note(value_id, "constant", "constant", value)
-        return value_id
+            self.ceilings["unwrapped_op_in_capture"] = None
+            return self.report_op("array", None, [], (), {}, [(None, value)], opaque=True)[0][0]
+        return super().declare_outside(value)
 
     # ---- ops -------------------------------------------------------------------------------------
 
     def record(self, func: str, call: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
-        if not result_arrays(out):
+        arrays = result_arrays(out)
+        if not arrays:
             return out
         parents, template, keywords = argument_template(args, kwargs, mx.array, self.reference)
-        return self.edited_outputs(func, out, self.emit(func, call, parents, template, keywords, out))
-
-    def emit(
-        self,
-        func: str,
-        call: Optional[Callable[..., Any]],
-        parents: List[Tuple[int, int]],
-        template: tuple,
-        keywords: dict,
-        out: Any,
-        opaque: bool = False,
-    ) -> List[OutputFact]:
-        """Reports the arrays of ``out`` as the outputs of one op; returns their facts."""
         many = not isinstance(out, mx.array)
-        outputs = []
-        for index, array in enumerate(result_arrays(out)):
-            value_id = self.tag(array)
-            self.values[value_id] = array
-            output_index = index if many else None
-            self.records[value_id] = ReplayRecord(call, func, template, keywords, output_index, opaque)
-            outputs.append((value_id, array, self.shape_of(array), self.dtype_of(array)))
-            self.note(value_id, "op", func, array, [parent for parent, _ in parents])
-        self.session.op(func, parents, outputs)
-        return outputs
-
-    def in_place(self, func: str, call: Callable[..., Any], target: Any, args: tuple, kwargs: dict) -> Any:
-        """An in-place operator or ``a[i] = v``: the object gets a new value. The old value is
-        kept as a copy so its payload stays what it was; the op's parents are read before."""
-        before = target
-        old_id = self.known_id(target)
-        if old_id is not None:
-            self.session.retire(old_id)
-            before = mx.array(target)
-            self.adopt(old_id, before)
-            del self.ids[id(target)]
-        parents, template, keywords = argument_template((before,) + args, kwargs, mx.array, self.reference)
-        result = call(target, *args, **kwargs)
-        replay = _functional_setitem if func == "setitem" else call
-        self.emit(func, replay, parents, template, keywords, target if result is None else result)
-        return result
-
-    def _in_place(self, func: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(target: Any, *args: Any, **kwargs: Any) -> Any:
-                if self.depth:
-                    return original(target, *args, **kwargs)
-                with self.quiet():
-                    return self.in_place(func, original, target, args, kwargs)
-
-            return wrapper
-
-        return make
-
-    def transformed(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A wrapper maker recording each call of a transformed function (``mx.compile``,
-        ``grad``, ``vmap``) as one op ``name``: its body runs under the transform, where
-        recorded arrays would be tracers, so the capture is ceilinged."""
-
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            op = self.op_wrapper(name)(original)
-
-            def call(*args: Any, **kwargs: Any) -> Any:
-                self.transformed_called |= not self.depth
-                return op(*args, **kwargs)
-
-            return call
-
-        return make
+        results = [(index if many else None, array) for index, array in enumerate(arrays)]
+        return self.edited_outputs(
+            func, out, self.report_op(func, call, parents, template, keywords, results)
+        )
 
     def _tapped(self, func: str, value_id: int, array: Any) -> Any:
         with self.quiet():  # the tap itself is not an op
@@ -257,7 +181,8 @@ class Recorder(KitRecorder):
             if kind == "function":
                 patches.wrap(owner, name, self.op_wrapper(func))
             elif kind == "in_place":
-                patches.wrap(owner, name, self._in_place(func))
+                replay = _functional_setitem if func == "setitem" else None
+                patches.wrap(owner, name, self.in_place_wrapper(func, replay))
             else:
                 prop = vars(owner)[name]
                 getter = patches.for_owner_thread(self.op_wrapper(func)(prop.fget), prop.fget)
@@ -272,7 +197,7 @@ class Recorder(KitRecorder):
         mx.disable_compile()
         patches.on_exit(_enable_compile)
         # Any other transformed function called by the forward runs as one op.
-        patches.wrap(refusals.gc_func_type(), "__call__", self.transformed("transformed"))
+        patches.wrap(refusals.gc_func_type(), "__call__", self.op_wrapper("transformed", TRANSFORMED))
         for name in dir(mx.random):
             if not name.startswith("_") and name not in _NOT_DRAWS and callable(getattr(mx.random, name)):
                 patches.wrap(mx.random, name, self.refusing_wrapper(functools.partial(refusals.rng, name)))

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .live_edits import LiveEditHost, LiveEdits
 from .module_walk import ModuleTree, ModuleWalk
-from .replay import ParamRef, ReplayRecord, ValueRef
+from .replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from .structures import arrays_in, substitute
 
 #: ``(value id, value, shape, dtype)`` of one op output, as :meth:`CaptureSession.op` takes it.
@@ -65,6 +65,8 @@ class Recorder(LiveEditHost):
         #: module call returns. None when the capture edits nothing.
         self.on_output: Optional[Callable[[str, int, Any], Any]] = None
         self.on_exit: Optional[Callable[[int, List[int], List[Any]], Dict[int, Any]]] = None
+        #: Reasons the capture may be incomplete, noted as the forward runs (in order, once each).
+        self.ceilings: Dict[str, None] = {}
 
     # ---- framework facts (a backend overrides these) -------------------------------------------
 
@@ -103,6 +105,11 @@ class Recorder(LiveEditHost):
     def is_trainable(self, param: Any) -> bool:
         """Whether a parameter takes gradients."""
         return bool(getattr(param, "trainable", True))
+
+    def declared(self, kind: str, name: str, value_id: int, value: Any, parents: Iterable[int] = ()) -> None:
+        """Every value the recorder declares passes here, in order: ``kind`` is ``param``,
+        ``input``, ``constant``, ``buffer`` or ``op`` (``name``: its address, input name or
+        function). A backend keeping a structural signature of the capture listens here."""
 
     def outside_value(self, value: Any) -> Any:
         """What a constant or buffer from outside the forward keeps as its payload (the value
@@ -153,6 +160,7 @@ class Recorder(LiveEditHost):
             self.session.buffer(address, value_id, kept, shape, dtype)
         else:
             self.session.constant(value_id, kept, shape, dtype)
+        self.declared("buffer" if address is not None else "constant", address or "constant", value_id, value)
         return value_id
 
     def reference(self, value: Any) -> Tuple[int, ValueRef]:
@@ -233,6 +241,7 @@ class Recorder(LiveEditHost):
         self.session.param(
             value_id, address, module_id, self.shape_of(param), dtype, self.is_trainable(param)
         )
+        self.declared("param", address, value_id, param)
         return value_id
 
     def defer(self, address: str, module_id: int, param: Any) -> None:
@@ -255,6 +264,7 @@ class Recorder(LiveEditHost):
         value_id = self.tag_lasting(value)
         self.values[value_id] = value
         self.session.input(name, value_id, value, self.shape_of(value), self.dtype_of(value))
+        self.declared("input", name, value_id, value)
         return value_id
 
     def module_id(self, module: Any) -> int:
@@ -326,21 +336,84 @@ class Recorder(LiveEditHost):
         """Records one op call that returned ``out``; returns what the caller sees."""
         raise NotImplementedError
 
-    def op_wrapper(self, func: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def report_op(
+        self,
+        func: str,
+        call: Optional[Callable[..., Any]],
+        parents: List[Tuple[int, int]],
+        template: tuple,
+        keywords: Any,
+        results: Iterable[Tuple[Optional[int], Any]],
+        opaque: bool = False,
+    ) -> List[OutputFact]:
+        """Reports one op whose parents and replay templates ``argument_template`` made: each
+        ``(output index, value)`` of ``results`` gets a new id and is held with its replay
+        record. Returns the outputs' facts (what :meth:`edited_outputs` takes)."""
+        outputs: List[OutputFact] = []
+        for output_index, value in results:
+            value_id = self.tag(value)
+            self.values[value_id] = value
+            self.records[value_id] = ReplayRecord(call, func, template, keywords, output_index, opaque)
+            outputs.append((value_id, value, self.shape_of(value), self.dtype_of(value)))
+        self.session.op(func, parents, outputs)
+        for value_id, value, _shape, _dtype in outputs:
+            self.declared("op", func, value_id, value, [parent for parent, _ in parents])
+        return outputs
+
+    def op_wrapper(
+        self, func: str, ceiling: Optional[str] = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A wrapper maker recording each outermost call of a framework function as op ``func``
-        (calls inside it pass through)."""
+        (calls inside it pass through). A ``ceiling`` is noted when the forward makes the call
+        (a call whose inside the capture cannot see)."""
         recorder = self
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapped(*args: Any, **kwargs: Any) -> Any:
                 if recorder.depth:
                     return original(*args, **kwargs)
+                if ceiling is not None:
+                    recorder.ceilings[ceiling] = None
                 recorder.depth += 1
                 try:
                     out = original(*args, **kwargs)
                 finally:
                     recorder.depth -= 1
                 return recorder.record(func, original, args, kwargs, out)
+
+            return wrapped
+
+        return make
+
+    def in_place_wrapper(
+        self, func: str, replay: Optional[Callable[..., Any]] = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A wrapper maker recording an in-place call, whose first argument gets a new value, as
+        op ``func``: the op's parents are read before the call, the old value is kept as a
+        :meth:`copy` (its payload stays what it was) and the object is known by its new value.
+        Replay runs ``replay`` (a version that leaves its argument alone), else the call."""
+        recorder = self
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapped(target: Any, *args: Any, **kwargs: Any) -> Any:
+                if recorder.depth:
+                    return original(target, *args, **kwargs)
+                with recorder.quiet():
+                    before = target
+                    old_id = recorder.known_id(target)
+                    if old_id is not None:
+                        recorder.session.retire(old_id)
+                        before = recorder.copy(target)
+                        recorder.adopt(old_id, before)
+                    parents, template, keywords = argument_template(
+                        (before, *args), kwargs, recorder.array_type, recorder.reference
+                    )
+                    result = original(target, *args, **kwargs)
+                    produced = target if result is None else result
+                    recorder.report_op(
+                        func, replay or original, parents, template, keywords, [(None, produced)]
+                    )
+                return result
 
             return wrapped
 

@@ -24,7 +24,6 @@ import mlx.nn.layers.activations as activations
 
 from torchlens.adapter_kit.outside_reads import code_reads
 from torchlens.adapter_kit.recorder import Recorder as KitRecorder
-from torchlens.adapter_kit.replay import argument_template
 from torchlens.adapter_kit.structures import shallow_items
 from torchlens.adapter_kit.wrappers import Patches
 
@@ -150,19 +149,6 @@ class Recorder(KitRecorder):
             return self.report_op("array", None, [], (), {}, [(None, value)], opaque=True)[0][0]
         return super().declare_outside(value)
 
-    # ---- ops -------------------------------------------------------------------------------------
-
-    def record(self, func: str, call: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
-        arrays = result_arrays(out)
-        if not arrays:
-            return out
-        parents, template, keywords = argument_template(args, kwargs, mx.array, self.reference)
-        many = not isinstance(out, mx.array)
-        results = [(index if many else None, array) for index, array in enumerate(arrays)]
-        return self.edited_outputs(
-            func, out, self.report_op(func, call, parents, template, keywords, results)
-        )
-
     def _tapped(self, func: str, value_id: int, array: Any) -> Any:
         with self.quiet():  # the tap itself is not an op
             tapped = self.tap(value_id, array)  # type: ignore[misc]
@@ -178,15 +164,11 @@ class Recorder(KitRecorder):
         if self.tap is not None:
             self.on_output = self._tapped
         for owner, name, kind, func in inventory():
-            if kind == "function":
-                patches.wrap(owner, name, self.op_wrapper(func))
-            elif kind == "in_place":
+            if kind == "in_place":
                 replay = _functional_setitem if func == "setitem" else None
                 patches.wrap(owner, name, self.in_place_wrapper(func, replay))
-            else:
-                prop = vars(owner)[name]
-                getter = patches.for_owner_thread(self.op_wrapper(func)(prop.fget), prop.fget)
-                patches.replace(owner, name, property(getter, prop.fset, prop.fdel, prop.__doc__))
+            else:  # a function, a method or a computed property (its getter)
+                patches.wrap(owner, name, self.op_wrapper(func))
         # Iterating an array (``for row in x``) yields its rows as getitem ops.
         patches.wrap(mx.array, "__iter__", _iterating)
         # Activation modules (nn.ReLU) call the compiled function they were made from: route
@@ -310,12 +292,3 @@ def _functional_setitem(target: Any, index: Any, value: Any) -> Any:
     copy = mx.array(target)
     copy[index] = value
     return copy
-
-
-def result_arrays(result: Any) -> List[Any]:
-    """The arrays of a call's result (one array, or a list/tuple of arrays)."""
-    if isinstance(result, mx.array):
-        return [result]
-    if isinstance(result, (list, tuple)) and result and all(isinstance(item, mx.array) for item in result):
-        return list(result)
-    return []

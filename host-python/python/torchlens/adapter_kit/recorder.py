@@ -333,8 +333,26 @@ class Recorder(LiveEditHost):
     # ---- op interception -------------------------------------------------------------------------
 
     def record(self, func: str, call: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
-        """Records one op call that returned ``out``; returns what the caller sees."""
-        raise NotImplementedError
+        """Records one op call that returned ``out``; returns what the caller sees (a live edit
+        may replace outputs). The default records the outputs :meth:`results_of` names, the
+        array arguments (top level, or in a list or tuple) as parents; a call that returned
+        none is no op."""
+        results = self.results_of(out)
+        if not results:
+            return out
+        parents, template, keywords = argument_template(args, kwargs, self.array_type, self.reference)
+        return self.edited_outputs(
+            func, out, self.report_op(func, call, parents, template, keywords, results)
+        )
+
+    def results_of(self, out: Any) -> List[Tuple[Optional[int], Any]]:
+        """``(output index, array)`` of what a call returned: one array (index None), or a
+        non-empty list or tuple of arrays (each at its index); anything else holds none."""
+        if isinstance(out, self.array_type):
+            return [(None, out)]
+        if isinstance(out, (list, tuple)) and out and all(isinstance(item, self.array_type) for item in out):
+            return list(enumerate(out))
+        return []
 
     def report_op(
         self,

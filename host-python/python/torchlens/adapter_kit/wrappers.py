@@ -4,6 +4,7 @@ the thread that started the capture (every other thread passes straight through)
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Tuple, TypeVar
 
@@ -63,7 +64,13 @@ class Patches:
 
     def wrap(self, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Replaces ``owner.name`` by ``make(original)`` for the owner thread only: other threads
-        call the original untouched."""
+        call the original untouched. A property's getter is wrapped (it stays a property)."""
+        raw = inspect.getattr_static(owner, name, None)
+        if isinstance(raw, property):
+            # A computed property stays one: its getter is what the wrapper wraps.
+            getter = self.for_owner_thread(make(raw.fget), raw.fget)
+            self.replace(owner, name, property(getter, raw.fset, raw.fdel, raw.__doc__))
+            return
         original = getattr(owner, name)
         self.wrapped[id(original)] = (owner, name)
         self.replace(owner, name, self.for_owner_thread(make(original), original))

@@ -120,7 +120,6 @@ class MlxAdapter(HostConversions, BackendProtocol):
 
     refusal_codes = refusals.CODES
     array_type = mx.array
-    patches_process_wide = True
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = MlxCapture

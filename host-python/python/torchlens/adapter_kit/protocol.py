@@ -41,8 +41,10 @@ class BackendProtocol(ABC):
     #: class attributes). The kit then makes this backend's captures on different threads take
     #: turns (:func:`~torchlens.adapter_kit.wrappers.takes_turns` around ``capture``): two
     #: overlapping captures would stack their wrappers, and the first to finish would restore
-    #: the originals under the other. A backend whose hooks act per thread leaves it False.
-    patches_process_wide: bool = False
+    #: the originals under the other. A backend whose hooks act per thread says False. None
+    #: (the default): True for a backend that names ``capture_hooks``, whose pipeline installs
+    #: its interception on the framework's modules and classes.
+    patches_process_wide: Optional[bool] = None
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec
@@ -70,7 +72,10 @@ class BackendProtocol(ABC):
         # Every capture passes the kit's preflight first (typed refusals before side effects);
         # one whose wrappers are process-wide takes its turn after that.
         checked = _preflighted(own_capture)
-        cls.capture = takes_turns(checked) if cls.patches_process_wide else checked  # type: ignore[method-assign]
+        process_wide = cls.patches_process_wide
+        if process_wide is None:
+            process_wide = cls.capture_hooks is not None
+        cls.capture = takes_turns(checked) if process_wide else checked  # type: ignore[method-assign]
 
     # ---- module attribution --------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""The module tree of an ``mlx.nn.Module`` root (``object_module``); the kit's
-``install_module_calls`` reports its calls while the forward runs.
+"""The module tree of an ``mlx.nn.Module`` root (``object_module``), found by the kit's
+``discover_tree``; the kit's ``install_module_calls`` reports its calls while the forward runs.
 
 The walk follows MLX's own children (``Module`` is a dict of its attributes), in the order
 ``named_modules()`` addresses them: a child module is ``name``, a module kept in a list, tuple
@@ -10,7 +10,7 @@ are parameters of the module that holds them (``trainable`` unless frozen)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -21,34 +21,17 @@ from torchlens.adapter_kit.module_walk import ModuleTree, ObjectTreeRules, disco
 MAX_DEPTH = 64
 
 
-def _holds_modules(value: Any, depth: int = 0) -> bool:
-    if depth > 4:
-        return False
-    if isinstance(value, nn.Module):
-        return True
-    if isinstance(value, dict):
-        return any(_holds_modules(item, depth + 1) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_modules(item, depth + 1) for item in value)
-    return False
-
-
 def discover(root: Any) -> ModuleTree:
     """The module tree and parameters under ``root`` (module id 0, address ``self``), through
     MLX's own children (a Module is a dict of its attributes)."""
-    trainable = {id(array) for _, array in _flatten(root.trainable_parameters())}
+    trainable = {id(array) for _, array in tree_flatten(root.trainable_parameters())}
     return discover_tree(
         root,
         ObjectTreeRules(
             is_array=lambda value: isinstance(value, mx.array),
             is_module=lambda value: isinstance(value, nn.Module),
             children=lambda module: module.items(),
-            holds_modules=_holds_modules,
             trainable=lambda array: id(array) in trainable,
             max_depth=MAX_DEPTH,
         ),
     )
-
-
-def _flatten(tree: Any, prefix: str = "") -> List[Tuple[str, Any]]:
-    return tree_flatten(tree)

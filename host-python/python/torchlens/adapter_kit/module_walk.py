@@ -12,7 +12,7 @@ The framework supplies only predicates and child listings."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 if TYPE_CHECKING:  # only named in a signature
     from .session import CaptureSession
@@ -114,9 +114,24 @@ class ObjectTreeRules:
     is_array: Callable[[Any], bool]
     is_module: Callable[[Any], bool]
     children: Callable[[Any], Iterable[Tuple[str, Any]]]
-    holds_modules: Callable[[Any], bool]
+    #: None: a container holds modules when a module is among its items, or among the items
+    #: of the lists, tuples and dicts it holds (a few levels down).
+    holds_modules: Optional[Callable[[Any], bool]] = None
     trainable: Callable[[Any], bool] = lambda array: True
     max_depth: int = 32
+
+    def container_holds_modules(self, value: Any, depth: int = 0) -> bool:
+        """Whether a list, tuple or dict gets a container module of its own."""
+        if self.holds_modules is not None:
+            return self.holds_modules(value)
+        if depth > 4:
+            return False
+        if self.is_module(value):
+            return True
+        items = (
+            value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+        )
+        return any(self.container_holds_modules(item, depth + 1) for item in items)
 
 
 def discover_tree(root: Any, rules: ObjectTreeRules) -> ModuleTree:
@@ -156,7 +171,7 @@ def discover_tree(root: Any, rules: ObjectTreeRules) -> ModuleTree:
         if isinstance(value, (list, tuple, dict)):
             items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
             holder = owner
-            if rules.holds_modules(value):
+            if rules.container_holds_modules(value):
                 holder = add(value, address, True)
                 if holder < 0:
                     return

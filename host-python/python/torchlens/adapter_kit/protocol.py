@@ -78,11 +78,13 @@ class BackendProtocol(ABC):
 
     #: What a module root of this framework is, as refusals name it ("a paddle.nn.Layer root").
     module_root_description: str = "a module root"
+    #: The framework's module class, where being an instance of it is what makes a module root.
+    module_type: Optional[type] = None
 
     def is_module_root(self, model: Any) -> bool:
         """Whether ``model`` is a module whose submodules this backend attributes
-        (``object_module``). The default: none is."""
-        return False
+        (``object_module``). The default: an instance of :attr:`module_type` (none without one)."""
+        return self.module_type is not None and isinstance(model, self.module_type)
 
     def module_identity_mode(self, request: CaptureRequest) -> str:
         """The request's ``module_identity_mode``, resolved the same way on every backend:

@@ -16,9 +16,9 @@ import contextlib
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .live_edits import LiveEditHost
-from .module_walk import ModuleWalk
-from .replay import ParamRef, ReplayRecord, ValueRef
+from .live_edits import LiveEditHost, LiveEdits
+from .module_walk import ModuleTree, ModuleWalk
+from .replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from .structures import arrays_in, substitute
 
 #: ``(value id, value, shape, dtype)`` of one op output, as :meth:`CaptureSession.op` takes it.
@@ -53,6 +53,9 @@ class Recorder(LiveEditHost):
         self.param_addresses: Dict[int, str] = {}
         #: ``id(buffer)`` → its address (a buffer is declared when the forward first reads it).
         self.buffer_addresses: Dict[int, str] = {}
+        #: ``id(parameter)`` → ``(address, module id, parameter)`` of a parameter declared when
+        #: the forward first reads it (:meth:`defer`).
+        self.deferred: Dict[int, Tuple[str, int, Any]] = {}
         #: ``id(module)`` → module id, and module id → its primary address.
         self.module_ids: Dict[int, int] = {}
         self.addresses: Dict[int, str] = {0: "self"}
@@ -62,6 +65,8 @@ class Recorder(LiveEditHost):
         #: module call returns. None when the capture edits nothing.
         self.on_output: Optional[Callable[[str, int, Any], Any]] = None
         self.on_exit: Optional[Callable[[int, List[int], List[Any]], Dict[int, Any]]] = None
+        #: Reasons the capture may be incomplete, noted as the forward runs (in order, once each).
+        self.ceilings: Dict[str, None] = {}
 
     # ---- framework facts (a backend overrides these) -------------------------------------------
 
@@ -106,6 +111,11 @@ class Recorder(LiveEditHost):
         framework may keep its own handle on the value's graph node)."""
         return value
 
+    def declared(self, kind: str, name: str, value_id: int, value: Any, parents: Iterable[int] = ()) -> None:
+        """Every value the recorder declares passes here, in order: ``kind`` is ``param``,
+        ``input``, ``constant``, ``buffer`` or ``op`` (``name``: its address, input name or
+        function). A backend keeping a structural signature of the capture listens here."""
+
     def outside_value(self, value: Any) -> Any:
         """What a constant or buffer from outside the forward keeps as its payload (the value
         itself where arrays are immutable; a framework whose arrays change in place copies)."""
@@ -138,6 +148,9 @@ class Recorder(LiveEditHost):
         value_id = self.known_id(value)
         if value_id is not None:
             return value_id
+        deferred = self.deferred.pop(id(value), None)
+        if deferred is not None:
+            return self.param(*deferred)
         return self.declare_outside(value)
 
     def declare_outside(self, value: Any) -> int:
@@ -152,6 +165,7 @@ class Recorder(LiveEditHost):
             self.session.buffer(address, value_id, kept, shape, dtype)
         else:
             self.session.constant(value_id, kept, shape, dtype)
+        self.declared("buffer" if address is not None else "constant", address or "constant", value_id, value)
         return value_id
 
     def reference(self, value: Any) -> Tuple[int, ValueRef]:
@@ -178,6 +192,15 @@ class Recorder(LiveEditHost):
     def is_value(self, value: Any) -> bool:
         return isinstance(value, self.array_type)
 
+    def value_facts(self, value: Any) -> Dict[str, Any]:
+        """The value's shape and dtype (a framework that can read more without evaluating a
+        lazy value says more)."""
+        return {"shape": self.shape_of(value), "dtype": self.dtype_of(value)}
+
+    def same_dtype(self, new: Any, like: Any) -> Any:
+        """``new`` cast to ``like``'s dtype with the array's ``astype`` when they differ."""
+        return new if new.dtype == like.dtype else new.astype(like.dtype)
+
     # ---- model structure --------------------------------------------------------------------------
 
     def declare_modules(self, root: Any) -> None:
@@ -195,6 +218,18 @@ class Recorder(LiveEditHost):
             self.buffer_addresses[id(buffer)] = address
         self.walk = walk
 
+    def declare_tree(self, tree: ModuleTree) -> None:
+        """Declares the modules of a tree found by walking object attributes
+        (:func:`~torchlens.adapter_kit.module_walk.discover_tree`): each once, with all its
+        addresses, containers as containers. Its parameters are the caller's to declare."""
+        for record in tree.modules:
+            training = self.is_training(record.obj)
+            self.session.module(
+                record.module_id, record.addresses, record.class_name, record.container, training
+            )
+            self.module_ids[id(record.obj)] = record.module_id
+            self.addresses[record.module_id] = record.addresses[0]
+
     def declare_root_function(self, function: Any) -> None:
         """Declares a function root: module 0, named after the function, owning nothing."""
         name = getattr(function, "__name__", type(function).__name__)
@@ -211,7 +246,20 @@ class Recorder(LiveEditHost):
         self.session.param(
             value_id, address, module_id, self.shape_of(param), dtype, self.is_trainable(param)
         )
+        self.declared("param", address, value_id, param)
         return value_id
+
+    def defer(self, address: str, module_id: int, param: Any) -> None:
+        """Declares a parameter when an op first reads it, so a trace stopped early
+        (``stop_after=``) accounts only for the parameters its ops used;
+        :meth:`declare_remaining` declares the others after a complete forward."""
+        self.deferred.setdefault(id(param), (address, module_id, param))
+
+    def declare_remaining(self) -> None:
+        """Declares the deferred parameters no op read."""
+        for deferred in list(self.deferred.values()):
+            self.param(*deferred)
+        self.deferred.clear()
 
     def input(self, name: str, value: Any) -> int:
         """Declares one input of the call (an input passed twice is one value)."""
@@ -221,6 +269,7 @@ class Recorder(LiveEditHost):
         value_id = self.tag_lasting(value)
         self.values[value_id] = held = self.held_value(value)
         self.session.input(name, value_id, held, self.shape_of(value), self.dtype_of(value))
+        self.declared("input", name, value_id, held)
         return value_id
 
     def module_id(self, module: Any) -> int:
@@ -253,12 +302,19 @@ class Recorder(LiveEditHost):
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
             if recorder.depth or not recorder.on_owner_thread():
                 return original(module, *args, **kwargs)
-            module_id = recorder.module_id(module)
-            recorder.session.enter(module_id)
-            output = original(module, *args, **kwargs)
-            return recorder.exit(module_id, output)
+            return recorder.module_call(original, module, recorder.module_id(module), args, kwargs)
 
         return call
+
+    def module_call(
+        self, original: Callable[..., Any], module: Any, module_id: int, args: tuple, kwargs: dict
+    ) -> Any:
+        """One call of module ``module_id``, reported unless it runs inside a recorded op (also
+        the ``on_call`` of :func:`~torchlens.adapter_kit.module_walk.install_module_calls`)."""
+        if self.depth:
+            return original(module, *args, **kwargs)
+        self.session.enter(module_id)
+        return self.exit(module_id, original(module, *args, **kwargs))
 
     def exit(self, module_id: int, output: Any) -> Any:
         """A module call returns ``output``; returns what its caller sees (a ``tl.module`` edit
@@ -282,24 +338,105 @@ class Recorder(LiveEditHost):
     # ---- op interception -------------------------------------------------------------------------
 
     def record(self, func: str, call: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
-        """Records one op call that returned ``out``; returns what the caller sees."""
-        raise NotImplementedError
+        """Records one op call that returned ``out``; returns what the caller sees (a live edit
+        may replace outputs). The default records the outputs :meth:`results_of` names, the
+        array arguments (top level, or in a list or tuple) as parents; a call that returned
+        none is no op."""
+        results = self.results_of(out)
+        if not results:
+            return out
+        parents, template, keywords = argument_template(args, kwargs, self.array_type, self.reference)
+        return self.edited_outputs(
+            func, out, self.report_op(func, call, parents, template, keywords, results)
+        )
 
-    def op_wrapper(self, func: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def results_of(self, out: Any) -> List[Tuple[Optional[int], Any]]:
+        """``(output index, array)`` of what a call returned: one array (index None), or a
+        non-empty list or tuple of arrays (each at its index); anything else holds none."""
+        if isinstance(out, self.array_type):
+            return [(None, out)]
+        if isinstance(out, (list, tuple)) and out and all(isinstance(item, self.array_type) for item in out):
+            return list(enumerate(out))
+        return []
+
+    def report_op(
+        self,
+        func: str,
+        call: Optional[Callable[..., Any]],
+        parents: List[Tuple[int, int]],
+        template: tuple,
+        keywords: Any,
+        results: Iterable[Tuple[Optional[int], Any]],
+        opaque: bool = False,
+    ) -> List[OutputFact]:
+        """Reports one op whose parents and replay templates ``argument_template`` made: each
+        ``(output index, value)`` of ``results`` gets a new id and is held with its replay
+        record. Returns the outputs' facts (what :meth:`edited_outputs` takes)."""
+        outputs: List[OutputFact] = []
+        for output_index, value in results:
+            value_id = self.tag(value)
+            self.values[value_id] = value
+            self.records[value_id] = ReplayRecord(call, func, template, keywords, output_index, opaque)
+            outputs.append((value_id, value, self.shape_of(value), self.dtype_of(value)))
+        self.session.op(func, parents, outputs)
+        for value_id, value, _shape, _dtype in outputs:
+            self.declared("op", func, value_id, value, [parent for parent, _ in parents])
+        return outputs
+
+    def op_wrapper(
+        self, func: str, ceiling: Optional[str] = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A wrapper maker recording each outermost call of a framework function as op ``func``
-        (calls inside it pass through)."""
+        (calls inside it pass through). A ``ceiling`` is noted when the forward makes the call
+        (a call whose inside the capture cannot see)."""
         recorder = self
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapped(*args: Any, **kwargs: Any) -> Any:
                 if recorder.depth:
                     return original(*args, **kwargs)
+                if ceiling is not None:
+                    recorder.ceilings[ceiling] = None
                 recorder.depth += 1
                 try:
                     out = original(*args, **kwargs)
                 finally:
                     recorder.depth -= 1
                 return recorder.record(func, original, args, kwargs, out)
+
+            return wrapped
+
+        return make
+
+    def in_place_wrapper(
+        self, func: str, replay: Optional[Callable[..., Any]] = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A wrapper maker recording an in-place call, whose first argument gets a new value, as
+        op ``func``: the op's parents are read before the call, the old value is kept as a
+        :meth:`copy` (its payload stays what it was) and the object is known by its new value.
+        Replay runs ``replay`` (a version that leaves its argument alone), else the call."""
+        recorder = self
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapped(target: Any, *args: Any, **kwargs: Any) -> Any:
+                if recorder.depth:
+                    return original(target, *args, **kwargs)
+                with recorder.quiet():
+                    before = target
+                    old_id = recorder.known_id(target)
+                    if old_id is not None:
+                        recorder.session.retire(old_id)
+                        before = recorder.copy(target)
+                        recorder.adopt(old_id, before)
+                    parents, template, keywords = argument_template(
+                        (before, *args), kwargs, recorder.array_type, recorder.reference
+                    )
+                    result = original(target, *args, **kwargs)
+                    produced = target if result is None else result
+                    recorder.report_op(
+                        func, replay or original, parents, template, keywords, [(None, produced)]
+                    )
+                return result
 
             return wrapped
 
@@ -350,6 +487,36 @@ class Recorder(LiveEditHost):
         if not replaced:
             return out
         return substitute(out, replaced)
+
+
+class RecorderEdits(LiveEdits):
+    """The kit's live edits on a :class:`Recorder` (a ``CaptureHooks.live_edits_type``): they
+    listen at its op-output and module-exit seams, refuse with the adapter's typed refusals and
+    are re-applied in replay through the adapter's ``apply_action``."""
+
+    #: The edit actions the backend implements (None: every action).
+    supported_actions: Optional[Tuple[type, ...]] = None
+
+    def __init__(self, request: Any, adapter: Any) -> None:
+        super().__init__(request, adapter, adapter.refuse, self.supported_actions, adapter.name)
+
+    def attach(self, session: Any, recorder: Recorder) -> None:  # type: ignore[override]
+        super().attach(session, recorder)
+        recorder.on_output, recorder.on_exit = self.on_output, self.on_exit
+
+    def finish_stopped(self, session: Any, signal: BaseException) -> None:
+        """The forward ended at the frontier (marked already): there are no outputs to report."""
+
+    def prepare_runtime(self, runtime: Any) -> None:  # type: ignore[override]
+        super().prepare_runtime(runtime, _apply_action, _output_at)
+
+
+def _apply_action(adapter: Any, action: Any, value: Any) -> Any:
+    return adapter.apply_action(action, value)
+
+
+def _output_at(result: Any, output_index: Optional[int]) -> Any:
+    return result if output_index is None else result[output_index]
 
 
 class _Quiet:

@@ -4,7 +4,7 @@ lists and dicts), each with the path that names it in the trace (``output.0.logi
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 
 def named_arrays(value: Any, array_type: Any, prefix: str = "output") -> List[Tuple[str, Any]]:
@@ -38,6 +38,15 @@ def _collect(value: Any, array_type: Any, path: str, found: List[Tuple[str, Any]
     elif isinstance(value, dict):
         for key, item in value.items():
             _collect(item, array_type, f"{path}.{key}", found)
+
+
+def shallow_items(value: Any) -> Iterable[Any]:
+    """One level of a container: the items of a list or tuple, the values of a dict, else the
+    value itself (where a capture looks for arrays held beside a model, without walking
+    arbitrary, possibly cyclic, structures)."""
+    if isinstance(value, dict):
+        return value.values()
+    return value if isinstance(value, (list, tuple)) else (value,)
 
 
 def substitute(structure: Any, replaced: Dict[int, Any]) -> Any:

@@ -4,8 +4,9 @@ the thread that started the capture (every other thread passes straight through)
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
-from typing import Any, Callable, List, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Tuple, TypeVar
 
 _Capture = TypeVar("_Capture", bound=Callable[..., Any])
 
@@ -36,6 +37,8 @@ class Patches:
     def __init__(self) -> None:
         self._undo: List[Callable[[], None]] = []
         self.owner_thread = threading.get_ident()
+        #: ``id(original)`` → ``(owner, name)`` of every attribute :meth:`wrap` replaced.
+        self.wrapped: Dict[int, Tuple[Any, str]] = {}
 
     def is_owner_thread(self) -> bool:
         """Whether the calling thread is the one that started the capture."""
@@ -61,9 +64,30 @@ class Patches:
 
     def wrap(self, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Replaces ``owner.name`` by ``make(original)`` for the owner thread only: other threads
-        call the original untouched."""
+        call the original untouched. A property's getter is wrapped (it stays a property)."""
+        raw = inspect.getattr_static(owner, name, None)
+        if isinstance(raw, property):
+            # A computed property stays one: its getter is what the wrapper wraps.
+            getter = self.for_owner_thread(make(raw.fget), raw.fget)
+            self.replace(owner, name, property(getter, raw.fset, raw.fdel, raw.__doc__))
+            return
         original = getattr(owner, name)
+        self.wrapped[id(original)] = (owner, name)
         self.replace(owner, name, self.for_owner_thread(make(original), original))
+
+    def rebind_held(self, objects: Iterable[Any]) -> None:
+        """Points the instance attributes of ``objects`` that hold a function :meth:`wrap`
+        replaced at its wrapper, for the capture: they were read before the wrappers were
+        installed (MLX's ``nn.MaxPool2d`` keeps ``mx.max``), so they would bypass them."""
+        for obj in objects:
+            try:
+                attributes = vars(obj)
+            except TypeError:
+                continue
+            for name, value in list(attributes.items()):
+                found = self.wrapped.get(id(value))
+                if found is not None:
+                    self.replace(obj, name, getattr(*found))
 
     def for_owner_thread(
         self, wrapper: Callable[..., Any], passthrough: Callable[..., Any]
@@ -71,12 +95,17 @@ class Patches:
         """``wrapper`` on the owner thread, ``passthrough`` on every other thread."""
         owner_thread = self.owner_thread
 
-        @functools.wraps(passthrough)
         def dispatch(*args: Any, **kwargs: Any) -> Any:
             if threading.get_ident() == owner_thread:
                 return wrapper(*args, **kwargs)
             return passthrough(*args, **kwargs)
 
+        try:
+            functools.update_wrapper(dispatch, passthrough)
+        except TypeError:
+            # An extension callable whose metadata has the wrong type (MLX 0.26's compiled
+            # functions have no string ``__qualname__``): the wrapper keeps what it could copy.
+            dispatch.__wrapped__ = passthrough  # type: ignore[attr-defined]
         return dispatch
 
     def restore_all(self) -> None:

@@ -12,7 +12,6 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
-from torchlens.adapter_kit.live_edits import selector_kinds
 from torchlens.adapter_kit.module_walk import ModuleTree, install_module_calls
 from torchlens.adapter_kit.recorder import RecorderEdits
 from torchlens.edits import actions
@@ -42,25 +41,11 @@ class MlxCapture(CaptureHooks):
     runtime_type = MlxRuntime
     live_edits_type = RecorderEdits
 
+    # The wrappers hold lazy arrays: a predicate on a value would evaluate mid-forward.
+    lazy_values = True
+
     def check(self) -> None:
-        request = self.request
-        if request.options.extra.get("backward_ready"):
-            raise refusals.refuse(
-                "backward_ready=True needs true backward capture",
-                "capability_unsupported",
-                "use tl.backends.mlx.GradOptions for derived gradients, or the torch backend",
-            )
-        rules = [intervention.condition for intervention in request.interventions]
-        rules += [request.stop_after.selector] if request.stop_after is not None else []
-        if any("where" in selector_kinds(selector) for selector in rules):
-            # The wrappers hold lazy arrays: a predicate on the value would evaluate mid-forward.
-            raise refusals.refuse(
-                "tl.where(...) cannot be decided live on MLX",
-                "value_dependent_predicate",
-                "use a static selector: tl.func, tl.label, tl.label_contains, tl.in_module or tl.module",
-            )
         refusals.check_root(self.model)
-        self.edits: Any = None
 
     def make_recorder(self) -> Recorder:
         return Recorder(self.session, self.request.options.extra.get(refusals.ON_UNWRAPPED, "warn"))
@@ -79,10 +64,6 @@ class MlxCapture(CaptureHooks):
         self.objects = [record.obj for record in tree.modules if not record.container]
         recorder.defer_params(tree.params)
         recorder.scan_outside([model] + self.objects)
-
-    def attach_edits(self, edits: Any) -> None:
-        self.edits = edits
-        super().attach_edits(edits)
 
     def install(self) -> None:
         patches, recorder = self.patches, self.recorder
@@ -104,12 +85,6 @@ class MlxCapture(CaptureHooks):
     def ceilings(self) -> List[str]:
         return list(self.recorder.ceilings)
 
-    def realize_all(self) -> None:
-        recorder = self.recorder
-        arrays = list(recorder.values.values()) + list(recorder.params.values())
-        edited = self.edits.fired.values() if self.edits is not None else ()
-        self.adapter.realize(arrays + [before for _, before in edited])
-
     def runtime_fields(self) -> Dict[str, Any]:
         recorder = self.recorder
         return {"tree": self.tree, "order": recorder.order, "order_ids": recorder.order_ids}
@@ -124,9 +99,6 @@ class MlxAdapter(HostConversions, BackendProtocol):
     capture_hooks = MlxCapture
     module_type = nn.Module
     module_root_description = "an mlx.nn.Module root"
-
-    def differentiable_input(self, value: Any) -> bool:
-        return isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.inexact)
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         output = model(*args, **kwargs)

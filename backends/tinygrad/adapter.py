@@ -80,9 +80,6 @@ class TinygradCapture(CaptureHooks):
             if value_id is not None:
                 self.session.output(name, value_id)
 
-    def realize_all(self) -> None:
-        self.recorder.realize_all(Tensor.realize)
-
     def runtime_fields(self) -> Dict[str, Any]:
         return {"tree": self.tree, "input_ids": self.input_ids}
 

@@ -79,8 +79,8 @@ def shape_of(uop: Any) -> Tuple[int, ...]:
 
 class Recorder(KitRecorder):
     """The capture's state: the kit's recorder, with identity by UOp (tinygrad hash-conses
-    them: one graph node is one value) and each value held as a Tensor of its UOp (lazy until
-    ``realize_all``)."""
+    them: one graph node is one value) and each value held as a Tensor of its UOp (lazy until the
+    pipeline's ``realize_all``)."""
 
     array_type = Tensor
 
@@ -223,14 +223,6 @@ class Recorder(KitRecorder):
                 return None
             value_id = self._record(uop, uop_name(uop), self.frontier(uop))
         return value_id
-
-    # ---- realize-once -------------------------------------------------------------------------
-
-    def realize_all(self, realize: Callable[..., Any]) -> None:
-        """Realizes every recorded value (and every parameter) in one evaluation."""
-        holders = list(self.values.values()) + list(self.params.values())
-        if holders:
-            realize(holders[0], *holders[1:])
 
     # ---- hooks -----------------------------------------------------------------------------
 

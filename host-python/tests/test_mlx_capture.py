@@ -328,7 +328,8 @@ class Counting(Mlp):
 
 CODES = {
     "backward": "gradient_site_intervention_unsupported",
-    "backward_ready": "capability_unsupported",
+    # The gate's code for the capability, the same as options.backward_ready=True gets.
+    "backward_ready": "backward_ready_unsupported",
     "followed_by": "followed_by_unsupported",
     "mixed": "mixed_module_selector",
     "where": "value_dependent_predicate",

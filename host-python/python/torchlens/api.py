@@ -111,7 +111,7 @@ def capture_request(
         gate(spec, "save_grads")
         if save_grads is not True:
             save_grads = as_selector(save_grads)
-    if options.backward_ready:
+    if options.backward_ready or options.extra.get("backward_ready"):
         gate(spec, "backward_ready")
     for option, accepted in spec.option_values.items():
         value = getattr(options, option)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type
 
 from . import derived_grads
-from .live_edits import StopSignal
+from .live_edits import StopSignal, selector_kinds
 from .replay import ReplayRuntime
 from .request import CaptureRequest
 from .session import CaptureSession
@@ -56,7 +56,13 @@ class CaptureHooks:
     #: The backend's live edits (``intervene=``, ``stop_after=``), made when a request asks for
     #: them; None when the backend has none (the gate refused such requests already).
     live_edits_type: Optional[Callable[[CaptureRequest, BackendProtocol], Any]] = None
+    #: Whether the framework's arrays are lazy while the forward runs (realized once, after): a
+    #: rule that reads a value (``tl.where``) cannot be decided live, so it refuses
+    #: (``value_dependent_predicate``) before the model runs.
+    lazy_values: bool = False
 
+    #: The request's live edits (set by the pipeline from :meth:`live_edits`; None without).
+    edits: Any = None
     #: The open session and patches (set by the pipeline once they are open).
     session: CaptureSession
     patches: Patches
@@ -80,6 +86,15 @@ class CaptureHooks:
         request = self.request
         if self.live_edits_type is None or not (request.interventions or request.stop_after is not None):
             return None
+        rules = [rule.condition for rule in request.interventions]
+        rules += [request.stop_after.selector] if request.stop_after is not None else []
+        if self.lazy_values and any("where" in selector_kinds(rule) for rule in rules):
+            raise self.adapter.refuse(
+                f"tl.where(...) cannot be decided live on {self.adapter.name}: its arrays are lazy "
+                "until the forward ends",
+                "value_dependent_predicate",
+                "use a static selector: tl.func, tl.label, tl.label_contains, tl.in_module or tl.module",
+            )
         return self.live_edits_type(request, self.adapter)
 
     # ---- inside the session ----------------------------------------------------------------------
@@ -140,7 +155,12 @@ class CaptureHooks:
         return []
 
     def realize_all(self) -> None:
-        """Evaluates every recorded value in one framework evaluation (lazy frameworks)."""
+        """Evaluates every recorded value, every parameter and every value an edit replaced in
+        one framework evaluation: the adapter's ``realize`` (lazy frameworks; an eager one's
+        returns them as they are)."""
+        recorder = self.recorder
+        replaced = [before for _, before in self.edits.fired.values()] if self.edits is not None else []
+        self.adapter.realize(list(recorder.values.values()) + list(recorder.params.values()) + replaced)
 
     def reference(self) -> Callable[[], List[Any]]:
         """What replay validation compares the outputs with."""
@@ -163,7 +183,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
     options = request.options
     hooks.check()
     hooks.mode = mode = adapter.module_identity_mode(request)
-    edits = hooks.live_edits()
+    edits = hooks.edits = hooks.live_edits()
     with CaptureSession(request) as session, Patches() as patches:
         hooks.session, hooks.patches = session, patches
         recorder = hooks.recorder = hooks.make_recorder()

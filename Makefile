@@ -138,6 +138,9 @@ lint: component setup-python
 	# The docs tables and backend pages against the registry and the shipped scorecards (the
 	# conformance suite's --check runs in test-python, host-python/tests/test_backend_feature_table.py).
 	$(PYTHON) scripts/checks/backend_docs_lockstep.py
+	# Links and path references in README.md and docs/ stay inside the repository and name files
+	# that exist (scripts/checks/doc_links.py).
+	$(PYTHON) scripts/checks/doc_links.py
 
 ## sdist-check: python -m build --sdist, pip install the tarball into a fresh venv (compiling
 ## everything from it), trace a torch model. Minutes of compiling: its own target, not in `test`.

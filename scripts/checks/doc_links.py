@@ -11,9 +11,14 @@ Checked, outside fenced code blocks:
   repository's top-level folders (``docs/``, ``host-python/``, ``scripts/`` ...): such paths are
   written from the repository root, and the file or folder must exist. A path stops at the
   first character that cannot be part of one, so ``backends/<name>/`` checks ``backends/``.
+  Links are left out of this scan (their text and target are relative to the page, and the
+  target is checked as a link).
 
 Anywhere in a page, fenced blocks included, ``../shared`` is refused: those files are not in the
-repository. Standard library only; run from anywhere: ``python scripts/checks/doc_links.py``.
+repository. Every page under docs/ must be reachable by links from docs/index.md, the entry
+point README.md sends newcomers to.
+
+Standard library only; run from anywhere: ``python scripts/checks/doc_links.py``.
 """
 
 from __future__ import annotations
@@ -86,6 +91,38 @@ def link_problem(page: str, target: str, root: str = ROOT) -> Optional[str]:
     return None
 
 
+def linked_pages(page: str, text: str, root: str = ROOT) -> List[str]:
+    """The Markdown pages (relative to ``root``) that ``page``'s links name and that exist."""
+    found = []
+    for _, line in prose_lines(text):
+        for match in INLINE_LINK.finditer(line):
+            target = re.split(r"[#?]", match.group(1), maxsplit=1)[0]
+            if not target or EXTERNAL.match(target) or not target.endswith(".md"):
+                continue
+            resolved = os.path.normpath(os.path.join(root, os.path.dirname(page), target))
+            if os.path.isfile(resolved):
+                found.append(os.path.relpath(resolved, root))
+    return found
+
+
+def unreachable_pages(root: str = ROOT) -> List[str]:
+    """Pages under docs/ that no chain of links from docs/index.md reaches."""
+    index = os.path.join("docs", "index.md")
+    if not os.path.isfile(os.path.join(root, index)):
+        return [index]
+    seen = {index}
+    todo = [index]
+    while todo:
+        page = todo.pop()
+        with open(os.path.join(root, page), encoding="utf-8") as handle:
+            text = handle.read()
+        for linked in linked_pages(page, text, root):
+            if linked.startswith("docs" + os.sep) and linked not in seen:
+                seen.add(linked)
+                todo.append(linked)
+    return [page for page in pages(root) if page.startswith("docs" + os.sep) and page not in seen]
+
+
 def problems(root: str = ROOT) -> List[str]:
     """Every problem found, as ``path:line: message``."""
     folders = top_level_folders(root)
@@ -108,10 +145,12 @@ def problems(root: str = ROOT) -> List[str]:
                 problem = link_problem(page, target, root)
                 if problem:
                     found.append(f"{page}:{number}: {problem}")
-            for match in path_reference.finditer(line):
+            for match in path_reference.finditer(INLINE_LINK.sub(" ", line)):
                 path = match.group(1).rstrip(".,;:")
                 if not os.path.exists(os.path.join(root, path)):
                     found.append(f"{page}:{number}: path {path!r} does not exist")
+    for page in unreachable_pages(root):
+        found.append(f"{page}: not reachable by links from docs/index.md")
     return found
 
 

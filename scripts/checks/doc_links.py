@@ -145,7 +145,8 @@ def problems(root: str = ROOT) -> List[str]:
                 problem = link_problem(page, target, root)
                 if problem:
                     found.append(f"{page}:{number}: {problem}")
-            for match in path_reference.finditer(INLINE_LINK.sub(" ", line)):
+            scanned = "" if definition else INLINE_LINK.sub(" ", line)
+            for match in path_reference.finditer(scanned):
                 path = match.group(1).rstrip(".,;:")
                 if not os.path.exists(os.path.join(root, path)):
                     found.append(f"{page}:{number}: path {path!r} does not exist")

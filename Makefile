@@ -90,7 +90,10 @@ test-python-native: python-package
 	# The NumPy test adapter, installed as a third party's plugin is (its own distribution and
 	# entry point): the shared contract suite runs over it too.
 	$(PYTHON) -m pip install --quiet ./host-python/tests/numpy_adapter_plugin
-	$(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile
+	# TORCHLENS_REQUIRE_FRAMEWORKS=1: test_frameworks_installed.py fails, naming it, when a framework
+	# scripts/python-requirements.txt installs does not import (its tests would only skip);
+	# -rs lists every skip that remains at the end of the run.
+	TORCHLENS_REQUIRE_FRAMEWORKS=1 $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile
 
 test-python-second-host: test-python-native
 	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile \
@@ -138,6 +141,9 @@ lint: component setup-python
 	# The docs tables and backend pages against the registry and the shipped scorecards (the
 	# conformance suite's --check runs in test-python, host-python/tests/test_backend_feature_table.py).
 	$(PYTHON) scripts/checks/backend_docs_lockstep.py
+	# Links and path references in README.md and docs/ stay inside the repository and name files
+	# that exist (scripts/checks/doc_links.py).
+	$(PYTHON) scripts/checks/doc_links.py
 
 ## sdist-check: python -m build --sdist, pip install the tarball into a fresh venv (compiling
 ## everything from it), trace a torch model. Minutes of compiling: its own target, not in `test`.

@@ -4,8 +4,8 @@ function's jaxpr run as its own jitted executable, in order, with nothing record
     python benchmarks/jax_floor.py [--repeats N]
 
 Observing every intermediate with the bits eager JAX gives means one XLA executable per
-equation (a whole-function program fuses ops and changes bits; see docs/engineering-notes.md,
-"JAX capture"). This script builds those executables once per equation (as the capture caches
+equation (a whole-function program fuses ops and changes bits; see docs/decisions.md,
+"No whole-jaxpr XLA program"). This script builds those executables once per equation (as the capture caches
 them) and times running them back to back, beside the whole function jitted, eager JAX and
 ``tl.trace``, in turns, for the JAX workloads the performance issue sets targets on
 (``jax_overhead.py``'s ``mlp_20`` and ``chain_300``). What a capture costs above this floor is

@@ -12,8 +12,8 @@ Figures (medians of ``--repeats`` runs after one warm-up):
 - where the package reports them, the phases of one save: encode (the core lays the file out),
   write + CRC (payload bytes written and checksummed in one pass), fsync, rename;
 - peak resident memory during a save above the memory before it, as a share of the trace's own
-  payload bytes (VmHWM after resetting it through ``/proc/self/clear_refs``; see
-  docs/engineering-notes.md);
+  payload bytes (VmHWM after resetting it by writing ``5`` to
+  ``/proc/self/clear_refs``);
 - ``tl.load`` (lazy: header and body are read and checked, payloads are mapped, not read), and
   reading every value back once (``sum`` of every payload of a freshly loaded trace, page faults
   included) in GB/s, next to the same ``sum`` over the in-memory trace's values (memory speed).

@@ -53,5 +53,6 @@ def check_request(adapter: BackendProtocol, request: CaptureRequest) -> None:
                 raise adapter.refuse(
                     "gradient-site interventions (direction='backward') need a captured backward pass",
                     "gradient_site_intervention_unsupported",
-                    "edit forward values (leave direction unset), or use the PyTorch backend",
+                    "edit forward values (leave direction unset), or use a backend that captures "
+                    "backward passes (save_grads in tl.backends.get_spec(name).capabilities)",
                 )

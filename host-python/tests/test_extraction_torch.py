@@ -109,19 +109,28 @@ def test_a_dataloader_of_pairs_with_inputs(tmp_path):
     assert torch.equal(ex["relu_7_70:2"].to_backend(), hook_loop(model, x, 16))
 
 
-def run_in_subprocess(out: str, sleep: float) -> subprocess.Popen:
-    """The extraction in its own process, slowed per batch so that it can be killed mid-job."""
+#: The batch the child's data source never hands over: the extraction writes each batch's shard
+#: before it reads the next, so exactly this many shards are whole when the child is killed.
+BLOCKED_BATCH = 5
+
+
+def run_in_subprocess(out: str, marker: str) -> subprocess.Popen:
+    """The extraction in its own process, whose data source creates ``marker`` and then blocks
+    instead of yielding batch ``BLOCKED_BATCH``: the child is killed at a known point, not after a
+    while."""
     code = textwrap.dedent(
         f"""
-        import time, torch, torchvision, torchlens as tl
+        import threading, torch, torchvision, torchlens as tl
         torch.manual_seed(0)
         model = torchvision.models.resnet18().eval()
         x = torch.randn(160, 3, 32, 32, generator=torch.Generator().manual_seed(1))
-        def slow():
-            for start in range(0, 160, 16):
-                time.sleep({sleep})
+        def data():
+            for batch, start in enumerate(range(0, 160, 16)):
+                if batch == {BLOCKED_BATCH}:
+                    open({marker!r}, "w").close()
+                    threading.Event().wait()
                 yield x[start : start + 16]
-        tl.extract_dataset(model, slow(), save=tl.module("layer3"), out={out!r}, batch_size=16)
+        tl.extract_dataset(model, data(), save=tl.module("layer3"), out={out!r}, batch_size=16)
         """
     )
     return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
@@ -132,15 +141,15 @@ def shard_files(out: str) -> list:
 
 
 def test_a_killed_run_resumes_without_repeating_a_row(tmp_path):
-    out = str(tmp_path / "act")
-    process = run_in_subprocess(out, 0.05)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not os.path.isdir(out) or len(shard_files(out)) < 3):
+    out, marker = str(tmp_path / "act"), str(tmp_path / "blocked")
+    process = run_in_subprocess(out, marker)
+    # Waits for the marker, or for the child to end (a failure the assertions below report).
+    while not os.path.exists(marker) and process.poll() is None:
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    found = shard_files(out)
-    assert 3 <= len(found) < 10, found
+    found = shard_files(out) if os.path.isdir(out) else []
+    assert len(found) == BLOCKED_BATCH, found
     assert not os.path.exists(os.path.join(out, "index.json"))
     # Every file under a final name is whole: plain safetensors reads it, and its payload's
     # CRC-32 is the one its manifest records.

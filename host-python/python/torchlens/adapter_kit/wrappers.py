@@ -4,7 +4,6 @@ the thread that started the capture (every other thread passes straight through)
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Tuple, TypeVar
 
@@ -65,7 +64,7 @@ class Patches:
     def wrap(self, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Replaces ``owner.name`` by ``make(original)`` for the owner thread only: other threads
         call the original untouched. A property's getter is wrapped (it stays a property)."""
-        raw = inspect.getattr_static(owner, name, None)
+        raw = _class_attribute(owner, name) if isinstance(owner, type) else None
         if isinstance(raw, property):
             # A computed property stays one: its getter is what the wrapper wraps.
             getter = self.for_owner_thread(make(raw.fget), raw.fget)
@@ -100,12 +99,15 @@ class Patches:
                 return wrapper(*args, **kwargs)
             return passthrough(*args, **kwargs)
 
-        try:
-            functools.update_wrapper(dispatch, passthrough)
-        except TypeError:
-            # An extension callable whose metadata has the wrong type (MLX 0.26's compiled
-            # functions have no string ``__qualname__``): the wrapper keeps what it could copy.
-            dispatch.__wrapped__ = passthrough  # type: ignore[attr-defined]
+        # The original's name and documentation, copied by hand: a capture installs hundreds of
+        # wrappers, and functools.update_wrapper costs several times as much (it also fails on
+        # an extension callable whose metadata has the wrong type).
+        for attribute in _COPIED:
+            try:
+                setattr(dispatch, attribute, getattr(passthrough, attribute))
+            except (AttributeError, TypeError):
+                pass
+        dispatch.__wrapped__ = passthrough  # type: ignore[attr-defined]
         return dispatch
 
     def restore_all(self) -> None:
@@ -126,3 +128,15 @@ class Patches:
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         self.restore_all()
+
+
+#: What a thread dispatcher copies from the function it stands in for.
+_COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
+
+
+def _class_attribute(owner: type, name: str) -> Any:
+    """``name`` as a class defines it (a property stays a property), without running it."""
+    for klass in owner.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None

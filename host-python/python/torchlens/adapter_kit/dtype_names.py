@@ -7,26 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-#: The core's dtype names (what a trace and a ``.tlspec`` record).
-CORE_DTYPES = (
-    "bool",
-    "int8",
-    "uint8",
-    "int16",
-    "uint16",
-    "int32",
-    "uint32",
-    "int64",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-    "float8_e4m3",
-    "float8_e5m2",
-)
+from ..dtypes import CORE_DTYPES
 
 
 class DtypeNames:

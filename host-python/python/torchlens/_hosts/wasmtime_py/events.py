@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from ...dtypes import CORE_DTYPES
+
 _SMALL = [bytes((value,)) for value in range(128)]
 
 # RawEvent variant indices (schema/src/events.rs).
@@ -21,31 +23,8 @@ _MODULE, _PARAM, _INPUT, _BUFFER, _CONSTANT, _OP, _ENTER, _EXIT, _OUTPUT, _EXTRA
 )
 
 # Dtype variant indices (schema/src/dtype.rs); any other name is `Other(name)`.
-_DTYPES = {
-    name: _SMALL[index]
-    for index, name in enumerate(
-        (
-            "bool",
-            "uint8",
-            "int8",
-            "int16",
-            "uint16",
-            "int32",
-            "uint32",
-            "int64",
-            "uint64",
-            "float8_e4m3",
-            "float8_e5m2",
-            "float16",
-            "bfloat16",
-            "float32",
-            "float64",
-            "complex64",
-            "complex128",
-        )
-    )
-}
-_DTYPE_OTHER = 17
+_DTYPES = {name: _SMALL[index] for index, name in enumerate(CORE_DTYPES)}
+_DTYPE_OTHER = len(CORE_DTYPES)
 
 _NONE = b"\x00"
 _SOME = b"\x01"

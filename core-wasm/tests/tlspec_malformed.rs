@@ -1,5 +1,6 @@
-//! Hostile and damaged `.tlspec` files: each gets its typed error code, quickly, without a
-//! panic, a stack overflow or a large allocation.
+//! Hostile and damaged `.tlspec` files: each gets its typed error code without a panic, a stack
+//! overflow, a large allocation or unbounded work (counted as allocations, not timed, so a
+//! loaded machine cannot fail it).
 
 #[path = "hostile_corpus.rs"]
 mod hostile_corpus;
@@ -10,29 +11,37 @@ use hostile_corpus::{
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::time::{Duration, Instant};
 use torchlens_core::tlspec;
 use torchlens_core::ErrorKind;
 
-/// Records the largest single allocation made by the current thread, so a test can assert
-/// that decoding a hostile file never asked for a big buffer.
+/// Records the largest single allocation and the number and total size of the allocations made
+/// by the current thread, so a test can assert that decoding a hostile file never asked for a
+/// big buffer and did bounded work.
 struct TrackingAllocator;
 
 thread_local! {
     static LARGEST_ALLOCATION: Cell<usize> = const { Cell::new(0) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    static ALLOCATED_BYTES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts one allocation of `size` bytes on this thread.
+fn count(size: usize) {
+    let _ = LARGEST_ALLOCATION.try_with(|largest| largest.set(largest.get().max(size)));
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+    let _ = ALLOCATED_BYTES.try_with(|total| total.set(total.get().saturating_add(size)));
 }
 
 unsafe impl GlobalAlloc for TrackingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ =
-            LARGEST_ALLOCATION.try_with(|largest| largest.set(largest.get().max(layout.size())));
+        count(layout.size());
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
         System.dealloc(pointer, layout)
     }
     unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = LARGEST_ALLOCATION.try_with(|largest| largest.set(largest.get().max(new_size)));
+        count(new_size);
         System.realloc(pointer, layout, new_size)
     }
 }
@@ -40,21 +49,28 @@ unsafe impl GlobalAlloc for TrackingAllocator {
 #[global_allocator]
 static ALLOCATOR: TrackingAllocator = TrackingAllocator;
 
-/// Runs `decode` and returns its error code, asserting it took under a second and never
-/// allocated more than 16 MiB at once.
+/// The most allocations, and bytes allocated in all, a decode of one of these small files may
+/// make: far above what a refusal needs, far below what a loop over a forged count would.
+const MAX_ALLOCATIONS: usize = 100_000;
+const MAX_ALLOCATED_BYTES: usize = 64 << 20;
+
+/// Runs `decode` and returns its error code, asserting it never allocated more than 16 MiB at
+/// once and did bounded work (`MAX_ALLOCATIONS`, `MAX_ALLOCATED_BYTES`).
 fn bounded_code(bytes: &[u8]) -> &'static str {
     LARGEST_ALLOCATION.with(|largest| largest.set(0));
-    let started = Instant::now();
+    ALLOCATIONS.with(|count| count.set(0));
+    ALLOCATED_BYTES.with(|total| total.set(0));
     let code = decode_code(bytes);
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{code} took {:?}",
-        started.elapsed()
-    );
     let largest = LARGEST_ALLOCATION.with(Cell::get);
     assert!(
         largest < 16 << 20,
         "{code}: allocated {largest} bytes at once"
+    );
+    let allocations = ALLOCATIONS.with(Cell::get);
+    let total = ALLOCATED_BYTES.with(Cell::get);
+    assert!(
+        allocations < MAX_ALLOCATIONS && total < MAX_ALLOCATED_BYTES,
+        "{code}: {allocations} allocations, {total} bytes in all"
     );
     code
 }

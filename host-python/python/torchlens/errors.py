@@ -110,3 +110,8 @@ class PatchError(TorchLensError):
 class ExtractionError(TorchLensError):
     """A dataset extraction (``tl.extract_dataset`` / ``tl.load_extraction``) cannot go on: bad
     arguments, an output folder of another job, batches that disagree, a damaged shard."""
+
+
+class ArgumentError(TorchLensError, ValueError):
+    """A public function was given an argument it cannot use (what was given and what is
+    accepted are in the message; ``code`` says which case)."""

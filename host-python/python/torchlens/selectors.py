@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
+from .errors import SelectorError
+
 Node = Tuple[str, Any]
 
 
@@ -38,6 +40,15 @@ class Selector:
 
     def __invert__(self) -> Selector:
         return _Not(self)
+
+    def __bool__(self) -> bool:
+        # ``tl.func("relu") and tl.func("linear")`` would silently be the second selector.
+        raise SelectorError(
+            "a selector has no truth value: Python's and, or and not would pick one selector "
+            "instead of combining them",
+            "selector_truth_value",
+            "combine selectors with & (and), | (or) and ~ (not): tl.func('relu') & tl.in_module('encoder')",
+        )
 
     def __repr__(self) -> str:
         return f"Selector{self.arena()}"

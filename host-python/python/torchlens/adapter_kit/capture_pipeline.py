@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Ty
 
 from . import derived_grads
 from .live_edits import StopSignal, selector_kinds
-from .replay import ReplayRuntime
+from .replay import ReplayRuntime, output_structure
 from .request import CaptureRequest
 from .session import CaptureSession
 from .wrappers import Patches
@@ -227,6 +227,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
             model=request.model,
             args=request.args,
             kwargs=request.kwargs,
+            output_structure=output_structure(adapter, output) if stopped is None else None,
             **hooks.runtime_fields(),
         )
         if edits is not None:

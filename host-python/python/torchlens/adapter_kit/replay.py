@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
-from ..errors import PayloadModifiedError
+from ..errors import ArgumentError, PayloadModifiedError
 from ..validation import fold
 from .value_independence import value_independent
 
@@ -133,6 +133,10 @@ class ReplayRuntime:
     #: and came back, an op the capture could not see): each such value, and every op reading
     #: one, is ``not_replayable`` with reason ``unresolved_producer``.
     unresolved: Set[int] = field(default_factory=set)
+    #: The shape of what the model returned (:func:`output_structure`), against which outputs
+    #: handed to ``validate_forward_pass`` are matched; None where the capture has none to give
+    #: (an early stop, a traced program), and then only their count is.
+    output_structure: Any = None
 
 
 def argument_template(
@@ -602,8 +606,10 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
     replayer.load_values(decisions)
     failed = {op for op, _, _ in decisions}
 
-    # 1. The model's own outputs, run with nothing installed.
-    expected = list(outputs) if outputs else runtime.reference()
+    # 1. The model's own outputs: those the caller passed, else the model run with nothing
+    # installed.
+    rerun = outputs is None or (isinstance(outputs, (list, tuple)) and not outputs)
+    expected = runtime.reference() if rerun else given_outputs(adapter, trace, outputs)
     for op, value in zip(trace.outputs, expected):
         parent = op.parents[0] if op.parents else None
         recorded = replayer.values.get(parent._info.get("value")) if parent is not None else None
@@ -633,6 +639,72 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
             outcome, reason = replayer.decide(op)
             decisions.append((op.index, outcome, reason))
     return fold(decisions, labels)
+
+
+def output_structure(adapter: Any, output: Any) -> Any:
+    """The shape of a returned structure as validation compares it: tuples, lists and dicts kept
+    with their keys, each array (one of the adapter's ``output_leaves``) as ``"array"``, any other
+    leaf by its type's name."""
+    arrays = {id(leaf) for leaf in adapter.output_leaves(output)}
+
+    def shape(value: Any) -> Any:
+        if id(value) in arrays:
+            return "array"
+        if isinstance(value, (tuple, list)):
+            return (type(value).__name__, tuple(shape(item) for item in value))
+        if isinstance(value, dict):
+            return ("dict", tuple((key, shape(item)) for key, item in value.items()))
+        return type(value).__name__
+
+    return shape(output)
+
+
+def given_outputs(adapter: Any, trace: Any, outputs: Any) -> List[Any]:
+    """The arrays of the outputs a caller handed to ``validate_forward_pass``: what the model
+    returned, in the same structure (a lone value, a tuple, a dict, any nest) where the capture
+    recorded it, or a flat list of its arrays (the reference's habit); either way as many arrays
+    as the trace has outputs. Anything else is an :class:`~torchlens.errors.ArgumentError`
+    (``validation_outputs_mismatch``), never a pass. (None or an empty list means: run the
+    model again.)"""
+    remedy = (
+        "pass exactly what the model returned (trace.validate_forward_pass(model(x))), or nothing, "
+        "to run the model again"
+    )
+    try:
+        leaves = adapter.output_leaves(outputs)
+    except Exception as error:  # a leaf the framework cannot read as an array ("junk", 5)
+        raise ArgumentError(
+            f"validate_forward_pass was given outputs the {adapter.name} backend cannot read: {error}",
+            "validation_outputs_mismatch",
+            remedy,
+        ) from error
+    expected = trace._runtime.output_structure
+    given = output_structure(adapter, outputs) if expected is not None else None
+    flat = (
+        isinstance(outputs, (list, tuple))
+        and len(outputs) == len(leaves)
+        and all(item is leaf for item, leaf in zip(outputs, leaves))
+    )
+    if len(leaves) != len(trace.outputs) or not (flat or given == expected):
+        returned = f" as {_describe(expected)}" if expected is not None else ""
+        passed = f" as {_describe(given)}" if given is not None else ""
+        raise ArgumentError(
+            f"validate_forward_pass was given {len(leaves)} array(s){passed}; the model returned "
+            f"{len(trace.outputs)}{returned}",
+            "validation_outputs_mismatch",
+            remedy,
+        )
+    return leaves
+
+
+def _describe(structure: Any) -> str:
+    """An output structure as a message shows it: ``(array, array)``, ``{'logits': array}``."""
+    if isinstance(structure, tuple) and len(structure) == 2 and structure[0] == "dict":
+        return "{" + ", ".join(f"{key!r}: {_describe(item)}" for key, item in structure[1]) + "}"
+    if isinstance(structure, tuple) and len(structure) == 2:
+        opening, closing = ("[", "]") if structure[0] == "list" else ("(", ")")
+        return opening + ", ".join(_describe(item) for item in structure[1]) + closing
+    return str(structure)
 
 
 def _edit_declaration_mismatches(trace: Any, runtime: ReplayRuntime) -> List[Any]:

@@ -259,6 +259,23 @@ def test_a_list_argument_edited_after_the_call_still_validates(name):
     assert trace.validate_forward_pass() is True
 
 
+def _stopping_early():
+    """The registered built backends that serve ``stop_after=``."""
+    return [
+        case
+        for case in backend_params()
+        if tl.backends.get_spec(case.values[0]).capabilities.get("stop_after", False)
+    ]
+
+
+@pytest.mark.parametrize("name", _stopping_early())
+def test_a_stop_rule_that_matches_nothing_warns_and_the_whole_forward_runs(name):
+    spec, adapter, model, args = _built(name)
+    with pytest.warns(tl.errors.SelectorMatchedNothingWarning, match="stop_after="):
+        trace = tl.trace(model, args, backend=name, stop_after=tl.func("no_such_function"))
+    assert trace.outputs and trace.validate_forward_pass() is True
+
+
 def _deriving_gradients():
     """The registered built backends that derive gradients (``derived_grads``)."""
     return [

@@ -30,6 +30,7 @@ from ..errors import (
     BackendUnsupportedError,
     CaptureUnverifiedWarning,
     SelectionIncompleteWarning,
+    SelectorMatchedNothingWarning,
     UnsupportedError,
 )
 from ..trace import Trace, warn_matched_nothing
@@ -99,6 +100,8 @@ class CaptureSession:
         self.selected: Set[int] = set()
         #: Values the core selected whose payload was released before it answered.
         self.missed: Set[int] = set()
+        #: Whether ``stop_after=`` ended the forward (``mark_stopped``).
+        self.stopped = False
         #: How the adapter keeps a value as a payload (``hold(value_id, value)``): by default
         #: the value itself; torch keeps a detached alias and records its version counter.
         self.hold: Callable[[int, Any], Any] = _hold_as_is
@@ -459,6 +462,7 @@ class CaptureSession:
 
     def mark_stopped(self, reason: str, frontier: List[int]) -> None:
         """The capture stopped early (``stop_after=``) right after the values in ``frontier``."""
+        self.stopped = True
         self.flush()
         self._native.mark_stopped(reason, frontier)
 
@@ -567,6 +571,13 @@ class CaptureSession:
             finish_streamed(trace, self.spool, self.request.streaming.source_paths)
         if self.missed and save.mode == "selected":
             _warn_missed(trace, self.missed)
+        if self.request.stop_after is not None and not self.stopped:
+            warnings.warn(
+                f"stop_after={self.request.stop_after.selector!r} matched no op, so the whole forward "
+                "ran; check the labels with trace.labels or trace.summary()",
+                SelectorMatchedNothingWarning,
+                stacklevel=user_stacklevel(),
+            )
         if not trace.capture_verified:
             warnings.warn(
                 f"the capture may be incomplete: {trace.capture_reason}",

@@ -259,16 +259,16 @@ def test_a_list_argument_edited_after_the_call_still_validates(name):
     assert trace.validate_forward_pass() is True
 
 
-def _stopping_early():
-    """The registered built backends that serve ``stop_after=``."""
+def _serving(capability):
+    """The registered built backends whose declaration grants ``capability``."""
     return [
         case
         for case in backend_params()
-        if tl.backends.get_spec(case.values[0]).capabilities.get("stop_after", False)
+        if tl.backends.get_spec(case.values[0]).capabilities.get(capability, False)
     ]
 
 
-@pytest.mark.parametrize("name", _stopping_early())
+@pytest.mark.parametrize("name", _serving("stop_after"))
 def test_a_stop_rule_that_matches_nothing_warns_and_the_whole_forward_runs(name):
     spec, adapter, model, args = _built(name)
     with pytest.warns(tl.errors.SelectorMatchedNothingWarning, match="stop_after="):
@@ -276,16 +276,7 @@ def test_a_stop_rule_that_matches_nothing_warns_and_the_whole_forward_runs(name)
     assert trace.outputs and trace.validate_forward_pass() is True
 
 
-def _deriving_gradients():
-    """The registered built backends that derive gradients (``derived_grads``)."""
-    return [
-        case
-        for case in backend_params()
-        if tl.backends.get_spec(case.values[0]).capabilities.get("derived_grads", False)
-    ]
-
-
-@pytest.mark.parametrize("name", _deriving_gradients())
+@pytest.mark.parametrize("name", _serving("derived_grads"))
 def test_the_kit_refuses_grad_options_a_backend_cannot_honour_before_the_model_runs(name):
     # The kit's preflight (adapter_kit/preflight.py), not each backend: a foreign GradOptions, an
     # input position that names no floating input, and derived gradients with live edits.

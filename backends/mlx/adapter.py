@@ -12,8 +12,8 @@ import numpy as np
 from torchlens.adapter_kit import BackendProtocol
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
+from torchlens.adapter_kit.live_edits import LiveEdits
 from torchlens.adapter_kit.module_walk import ModuleTree, install_module_calls
-from torchlens.adapter_kit.recorder import RecorderEdits
 from torchlens.edits import actions
 from torchlens.edits.actions import _shape_kept
 
@@ -39,7 +39,7 @@ class MlxCapture(CaptureHooks):
     the calls of the root's modules, the kit's live edits, evaluated once."""
 
     runtime_type = MlxRuntime
-    live_edits_type = RecorderEdits
+    live_edits_type = LiveEdits
 
     # The wrappers hold lazy arrays: a predicate on a value would evaluate mid-forward.
     lazy_values = True

@@ -195,12 +195,6 @@ class Recorder(KitRecorder):
                 self.transforms.append((owner, name))
 
 
-def rebind_held_functions(patches: Patches, objects: Sequence[Any], wrapped: Any = None) -> None:
-    """Functions held as instance attributes (``nn.MaxPool2d`` keeps ``mx.max``) point at their
-    wrappers for the capture (the kit's ``Patches.rebind_held``; ``wrapped`` is its registry)."""
-    patches.rebind_held(objects)
-
-
 @functools.cache
 def inventory() -> Tuple[Tuple[Any, str, str, str], ...]:
     """What a capture wraps, read once per process from MLX itself: ``(owner, attribute, kind,

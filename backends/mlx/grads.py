@@ -30,7 +30,7 @@ from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.structures import named_inputs
 from torchlens.adapter_kit.wrappers import Patches
 
-from .capture import Recorder, rebind_held_functions
+from .capture import Recorder
 from .modules import discover
 
 #: Relative tolerance of the two checks (float32 finite differences are noisy).
@@ -163,10 +163,8 @@ class GradHooks(kit.GradHooks):
             with Patches() as patches:
                 recorder.install(patches)
                 if is_module:
-                    rebind_held_functions(
-                        patches,
-                        [record.obj for record in runtime.tree.modules if not record.container],
-                        recorder.wrapped,
+                    patches.rebind_held(
+                        [record.obj for record in runtime.tree.modules if not record.container]
                     )
                 output = model(*args, **kwargs)
                 recorder.declare_remaining()

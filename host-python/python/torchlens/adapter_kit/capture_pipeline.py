@@ -244,7 +244,9 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
     return trace
 
 
-def shadow_run(adapter: BackendProtocol, trace: Trace, args: tuple, kwargs: Any) -> Tuple[Any, Any, Any]:
+def shadow_run(
+    adapter: BackendProtocol, trace: Trace, args: tuple, kwargs: Any
+) -> Tuple[derived_grads.ShadowSession, Any, Any]:
     """Reruns a traced call with the capture's own hooks (its recorder, module declarations,
     inputs and interception) recording onto a :class:`~.derived_grads.ShadowSession` instead of
     the core: what a gradient pass matches against the captured ops. ``args`` and ``kwargs`` may

@@ -16,7 +16,7 @@ import contextlib
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .live_edits import LiveEditHost, LiveEdits
+from .live_edits import LiveEditHost
 from .module_walk import ModuleTree, ModuleWalk
 from .replay import ParamRef, ReplayRecord, ValueRef, argument_template
 from .structures import arrays_in, substitute
@@ -487,36 +487,6 @@ class Recorder(LiveEditHost):
         if not replaced:
             return out
         return substitute(out, replaced)
-
-
-class RecorderEdits(LiveEdits):
-    """The kit's live edits on a :class:`Recorder` (a ``CaptureHooks.live_edits_type``): they
-    listen at its op-output and module-exit seams, refuse with the adapter's typed refusals and
-    are re-applied in replay through the adapter's ``apply_action``."""
-
-    #: The edit actions the backend implements (None: every action).
-    supported_actions: Optional[Tuple[type, ...]] = None
-
-    def __init__(self, request: Any, adapter: Any) -> None:
-        super().__init__(request, adapter, adapter.refuse, self.supported_actions, adapter.name)
-
-    def attach(self, session: Any, recorder: Recorder) -> None:  # type: ignore[override]
-        super().attach(session, recorder)
-        recorder.on_output, recorder.on_exit = self.on_output, self.on_exit
-
-    def finish_stopped(self, session: Any, signal: BaseException) -> None:
-        """The forward ended at the frontier (marked already): there are no outputs to report."""
-
-    def prepare_runtime(self, runtime: Any) -> None:  # type: ignore[override]
-        super().prepare_runtime(runtime, _apply_action, _output_at)
-
-
-def _apply_action(adapter: Any, action: Any, value: Any) -> Any:
-    return adapter.apply_action(action, value)
-
-
-def _output_at(result: Any, output_index: Optional[int]) -> Any:
-    return result if output_index is None else result[output_index]
 
 
 class _Quiet:

@@ -92,12 +92,14 @@ test-python-native: python-package
 	$(PYTHON) -m pip install --quiet ./host-python/tests/numpy_adapter_plugin
 	# TORCHLENS_REQUIRE_FRAMEWORKS=1: test_frameworks_installed.py fails, naming it, when a framework
 	# scripts/python-requirements.txt installs does not import (its tests would only skip);
-	# -rs lists every skip that remains at the end of the run.
-	TORCHLENS_REQUIRE_FRAMEWORKS=1 $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile
+	# -rs lists every skip that remains at the end of the run; --durations=25 the slowest tests
+	# (what a faster make test would start from).
+	TORCHLENS_REQUIRE_FRAMEWORKS=1 $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile \
+		--durations=25
 
 test-python-second-host: test-python-native
 	TORCHLENS_HOST=wasmtime-py $(PYTHON) -m pytest host-python/tests -q -rs -n 2 --dist loadfile \
-		-m "$(SECOND_HOST_TESTS)"
+		--durations=25 -m "$(SECOND_HOST_TESTS)"
 
 ## test-pins: the pinned leg (not part of `test`): the tinygrad tests on the spec's pin,
 ## tinygrad 0.13.0, the Paddle tests on paddlepaddle 3.3.1, MLX on 0.26.5 and TensorFlow on
@@ -138,9 +140,14 @@ lint: component setup-python
 	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
 	$(PYTHON) -m ruff check host-python backends benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
 	$(PYTHON) -m ruff format --check host-python backends benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
+	# The package's types ([tool.pyright] in pyproject.toml; the extension's in _native.pyi).
+	# --project: pyright would otherwise take a pyrightconfig.json from a folder above the clone.
+	$(PYTHON) -m pyright --project pyproject.toml
 	# The docs tables and backend pages against the registry and the shipped scorecards (the
 	# conformance suite's --check runs in test-python, host-python/tests/test_backend_feature_table.py).
 	$(PYTHON) scripts/checks/backend_docs_lockstep.py
+	# docs/errors.md against the error codes the source raises.
+	$(PYTHON) scripts/checks/error_codes.py
 	# Links and path references in README.md and docs/ stay inside the repository and name files
 	# that exist (scripts/checks/doc_links.py).
 	$(PYTHON) scripts/checks/doc_links.py

@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds="${1:-60}"
-targets="${2:-decode_tlspec selector_expression}"
+targets="${2:-decode_tlspec manifest_text selector_expression}"
 if ! rustup toolchain list | grep -q '^nightly'; then
   echo "fuzz: the nightly toolchain is missing (rustup toolchain install nightly)" >&2
   exit 1

@@ -57,7 +57,7 @@ class JaxAdapter(BackendProtocol):
             )
         # Refusals come before the capture starts: the jaxpr is read, no equation runs.
         entry = jaxpr_cache.lookup(root)
-        closed, output_shape = entry.closed, entry.output_shape
+        closed, output_shape = entry.traced
         checked = (options.jax_control_flow, root.kind == "pytree_module")
         if checked not in entry.checked:
             refusals.check(closed.jaxpr, checked[0], attributed=checked[1])
@@ -71,7 +71,7 @@ class JaxAdapter(BackendProtocol):
                 reference=lambda: [
                     as_array(leaf) for leaf in jax.tree_util.tree_leaves(root.flat(*root.dynamic))
                 ],
-                params=capture.param_values,
+                params=capture.params,
                 param_dtypes=capture.param_dtypes,
                 values=capture.values,
                 root=root,

@@ -15,15 +15,13 @@ import numpy as np
 from jax.extend import core as jcore
 
 from torchlens.adapter_kit import CaptureSession
-from torchlens.adapter_kit.replay import ParamRef, ReplayRecord, ValueRef
+from torchlens.adapter_kit.program_import import Pair, Program, ProgramImport
 
 from .compat import DropVar, bind_params
 from .dispatch import Bind, Step, direct_dispatch_allowed
 from .dtypes import describe, describe_aval, keyed
-from .program import CONSTANT, OP, Program, compile_program
-from .refusals import CALL_PRIMITIVES, REGION_PRIMITIVES
-
-Pair = Tuple[Any, Optional[int]]  # (value, value id or None for a literal)
+from .program import compile_program, inlined_body
+from .refusals import REGION_PRIMITIVES
 
 _Literal = jcore.Literal
 _Array = jax.Array
@@ -93,13 +91,15 @@ def _render(value: Any) -> Optional[str]:
     return None
 
 
-class Capture:
-    """State of one capture around the shared session: the runtime-only value of every op (replay
-    and derived gradients read these, whatever ``save=`` keeps public), parameter leaves, and how
-    replay re-runs each value's equation. Every key is a value id this adapter chose."""
+class Capture(ProgramImport):
+    """One capture: the kit's program import (:mod:`torchlens.adapter_kit.program_import`) with
+    JAX's reading of values (typed PRNG keys, abstract values) and of the equations a compiled
+    program hands back (control flow, regions, equations an attributed top level walks)."""
+
+    array_type = _Array
 
     def __init__(self, session: CaptureSession, mode: str, cap: int, prepared: Any = None) -> None:
-        self.session = session
+        super().__init__(session)
         self.mode = mode
         self.cap = cap
         #: Prepared plain equations (by ``id(eqn)``) and compiled programs (by ``id(jaxpr)``):
@@ -107,124 +107,34 @@ class Capture:
         self.steps: Dict[int, Step] = {} if prepared is None else prepared.steps
         self.programs: Dict[int, Program] = {} if prepared is None else prepared.programs
         #: Whether plain equations call their executables directly (see :mod:`.dispatch`).
-        self.direct = direct_dispatch_allowed()
-        #: Value id → its value (runtime-only).
-        self.values: Dict[int, Any] = {}
-        #: Value id → parameter leaf, and its neutral dtype.
-        self.param_values: Dict[int, Any] = {}
-        self.param_dtypes: Dict[int, str] = {}
-        #: Value ids of typed PRNG keys → the key implementation's name.
-        self.key_impls: Dict[int, str] = {}
-        #: Value id → how replay re-runs the equation that produced it.
-        self.records: Dict[int, ReplayRecord] = {}
+        self.fast = direct_dispatch_allowed()
         #: Module attribution: called before each top-level equation (``(eqn, index, env)``)
         #: and once after the last (``(env)``).
         self.scope_hook: Optional[Callable[[Any, int, dict], None]] = None
         self.scope_close: Optional[Callable[[dict], None]] = None
 
-    # ---- values ------------------------------------------------------------------------------
+    # ---- the kit's hooks -----------------------------------------------------------------
 
-    def _value(self, value: Any) -> Tuple[int, list, str]:
-        """A fresh id for ``value``, remembered as its runtime value; its shape and dtype."""
-        value_id = self.session.new_value_id()
-        self.values[value_id] = value
-        if keyed(value.dtype):
-            self.key_impls[value_id] = str(jax.random.key_impl(value))
-        shape, dtype = describe(value)
-        return value_id, shape, dtype
+    describe = staticmethod(describe)
 
-    def _placeholder(self, value: Any, value_id: Optional[int]) -> Any:
-        if value_id is None:
-            return value
-        if value_id in self.param_values:
-            return ParamRef(value_id)
-        return ValueRef(value_id)
+    def as_value(self, value: Any) -> Any:
+        # A primitive applied to a literal may hand the literal back (stop_gradient).
+        return as_array(value)
 
-    # ---- declarations --------------------------------------------------------------------
-
-    def param(self, address: str, module: int, value: Any, trainable: bool = True) -> Pair:
-        value_id = self.session.new_value_id()
-        shape, dtype = describe(value)
-        self.param_values[value_id] = value
-        self.param_dtypes[value_id] = dtype
-        self.session.param(value_id, address, module, shape, dtype, trainable)
-        return value, value_id
-
-    def input(self, name: str, value: Any) -> Pair:
-        value_id, shape, dtype = self._value(value)
-        self.session.input(name, value_id, value, shape, dtype)
-        return value, value_id
-
-    def constant(self, value: Any) -> Pair:
-        """A value read from outside the traced call (a closure array)."""
-        value = as_array(value)
-        value_id, shape, dtype = self._value(value)
-        self.session.constant(value_id, value, shape, dtype)
-        return value, value_id
-
-    def output(self, name: str, pair: Pair) -> None:
-        value, value_id = pair
-        if value_id is None:
-            value, value_id = self.constant(value)
-        elif value_id in self.param_values:
-            # The function returns a parameter leaf itself; the core's outputs are values the
-            # trace computed, so the output reads it through one recorded copy.
-            value, value_id = self.emit(
-                "copy", [pair], copy_value(value), [("reason", "output_is_parameter")], copy_value
-            )[0]
-        self.session.output(name, value_id)
-
-    # ---- ops ---------------------------------------------------------------------------------
-
-    def emit(self, name: str, ins: Sequence[Pair], values: list, attributes: list, replay: Any) -> List[Pair]:
-        parents = [(value_id, position) for position, (_, value_id) in enumerate(ins) if value_id is not None]
-        template = tuple(self._placeholder(value, value_id) for value, value_id in ins)
-        outputs = []
-        pairs = []
-        for index, value in enumerate(values):
-            if not isinstance(value, _Array):
-                # A primitive applied to a literal may hand the literal back (stop_gradient).
-                value = jax.numpy.asarray(value)
-            value_id, shape, dtype = self._value(value)
-            outputs.append((value_id, value, shape, dtype))
-            self.records[value_id] = ReplayRecord(replay, name, template, {}, index)
-            pairs.append((value, value_id))
-            if value_id in self.key_impls and not any(key == "jax_key_impl" for key, _ in attributes):
+    def tag_attributes(self, attributes: Any, pairs: List[Pair]) -> Any:
+        for value, _ in pairs:
+            if keyed(value.dtype):
                 # A typed key is recorded as its key data; say which implementation it is.
-                attributes = list(attributes) + [("jax_key_impl", self.key_impls[value_id])]
-        self.session.op(name, parents, outputs, False, attributes, None)
-        return pairs
+                if not any(key == "jax_key_impl" for key, _ in attributes):
+                    return list(attributes) + [("jax_key_impl", str(jax.random.key_impl(value)))]
+                break
+        return attributes
 
-    def _emit_step(
-        self, step: Step, ins: Sequence[Pair], values: list, frame: List[Any], out_slots: List[Optional[int]]
-    ) -> None:
-        """``emit`` for a prepared equation without typed keys among its outputs (the hot path
-        of every capture): shapes and dtypes come from the jaxpr's types; each output's pair
-        goes straight to its slot of ``frame``."""
-        session = self.session
-        param_values = self.param_values
-        parents = []
-        template = []
-        for position, (value, value_id) in enumerate(ins):
-            if value_id is None:
-                template.append(value)
-            else:
-                parents.append((value_id, position))
-                template.append(ParamRef(value_id) if value_id in param_values else ValueRef(value_id))
-        arguments = tuple(template)
-        outputs = []
-        name, replay = step.name, step.replay
-        values_by_id, records = self.values, self.records
-        for index, (value, (shape, dtype), slot) in enumerate(zip(values, step.described, out_slots)):
-            if not isinstance(value, _Array):
-                value = jax.numpy.asarray(value)
-            value_id = session.new_value_id()
-            values_by_id[value_id] = value
-            outputs.append((value_id, value, shape, dtype))
-            records[value_id] = ReplayRecord(replay, name, arguments, {}, index)
-            if slot is not None:
-                frame[slot] = (value, value_id)
-        session.op(name, parents, outputs, False, step.attributes, None)
+    def nested(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
+        return self.equation(eqn, ins)
+
+    def output(self, name: str, pair: Pair, copy: Any = copy_value) -> None:
+        super().output(name, pair, copy)
 
     def _attributes(self, eqn: Any) -> list:
         """The equation's parameters that render as text, and its literal arguments."""
@@ -248,35 +158,7 @@ class Capture:
         program = self.programs.get(id(jaxpr))
         if program is None:
             program = self.programs[id(jaxpr)] = compile_program(jaxpr, self.steps, self._attributes)
-        frame: List[Any] = [None] * program.size
-        for slot, pair in program.literals:
-            frame[slot] = pair
-        for slot, pair in zip(program.const_slots, consts):
-            frame[slot] = pair
-        for slot, pair in zip(program.in_slots, args):
-            frame[slot] = pair
-        direct = self.direct
-        emit = self.emit
-        for instruction in program.code:
-            kind = instruction[0]
-            if kind == OP:
-                _, step, in_slots, out_slots = instruction
-                ins = [frame[slot] for slot in in_slots]
-                values = step.run([value for value, _ in ins], direct)
-                if step.described is not None:
-                    self._emit_step(step, ins, values, frame, out_slots)
-                    continue
-                outs = emit(step.name, ins, values, step.attributes, step.replay)
-            elif kind == CONSTANT:
-                frame[instruction[2]] = self.constant(instruction[1])
-                continue
-            else:
-                _, eqn, in_slots, out_slots = instruction
-                outs = self.equation(eqn, [frame[slot] for slot in in_slots])
-            for slot, pair in zip(out_slots, outs):
-                if slot is not None:
-                    frame[slot] = pair
-        return [frame[slot] for slot in program.out_slots]
+        return self.run_program(program, consts, args)
 
     def _walk(self, jaxpr: Any, consts: Sequence[Pair], args: Sequence[Pair]) -> List[Pair]:
         """The top level of an attributed module root, walked equation by equation: the scope
@@ -310,8 +192,11 @@ class Capture:
 
     def equation(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
         name = eqn.primitive.name
-        if name in CALL_PRIMITIVES:
-            return self._inline(eqn, ins)
+        inner, inner_args = inlined_body(eqn, ins)
+        if inner is not None:
+            if hasattr(inner, "consts"):
+                return self.run_closed(inner, inner_args)
+            return self.run(inner, [], inner_args)
         if name == "scan":
             return self._scan(eqn, ins)
         if name == "cond":
@@ -320,30 +205,11 @@ class Capture:
             return self._while(eqn, ins)
         if name in REGION_PRIMITIVES:
             return self._region(eqn, ins)
-        if name == "custom_linear_solve":
-            return self._linear_solve(eqn, ins)
         step = self.steps.get(id(eqn))
         if step is None:
             step = self.steps[id(eqn)] = Step(eqn, self._attributes(eqn))
-        values = step.run([value for value, _ in ins], self.direct)
-        return self.emit(name, ins, values, step.attributes, step.replay)
-
-    def _inline(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
-        params = eqn.params
-        inner = params.get("jaxpr", params.get("call_jaxpr"))
-        if hasattr(inner, "consts"):
-            return self.run_closed(inner, ins)
-        return self.run(inner, [], ins)
-
-    def _linear_solve(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
-        """``custom_linear_solve`` (``jnp.linalg.solve``): its forward value is its ``solve``
-        jaxpr applied to the solve constants and the right-hand side, which is inlined; the
-        other jaxprs only define its derivatives."""
-        lengths = eqn.params["const_lengths"]
-        start = lengths.matvec + lengths.vecmat
-        solve_consts = ins[start : start + lengths.solve]
-        rhs = ins[start + lengths.solve + lengths.transpose_solve :]
-        return self.run_closed(eqn.params["jaxprs"].solve, list(solve_consts) + list(rhs))
+        values = step.run([value for value, _ in ins], self.fast)
+        return self.op(name, ins, values, step.attributes, step.replay)
 
     def _scan(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
         params = eqn.params
@@ -362,7 +228,7 @@ class Capture:
             slices = []
             for x in xs:
                 slicer = IndexInDim(step)
-                slices.extend(self.emit("index_in_dim", [x], slicer(x[0]), [("index", str(step))], slicer))
+                slices.extend(self.op("index_in_dim", [x], slicer(x[0]), [("index", str(step))], slicer))
             outs = self.run(body.jaxpr, body_consts, list(consts) + list(carry) + slices)
             carry = outs[:carry_count]
             for k, y in enumerate(outs[carry_count:]):
@@ -372,7 +238,7 @@ class Capture:
         stacked = []
         for entries in per_step:
             ordered = [pair for _, pair in sorted(entries, key=lambda entry: entry[0])]
-            stacked.extend(self.emit("stack", ordered, stack(*[value for value, _ in ordered]), [], stack))
+            stacked.extend(self.op("stack", ordered, stack(*[value for value, _ in ordered]), [], stack))
         return list(carry) + stacked
 
     def _cond(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
@@ -413,34 +279,13 @@ class Capture:
         return carry
 
     def _region(self, eqn: Any, ins: List[Pair]) -> List[Pair]:
-        """One boundary node (its output is a token with no value) and one projection node
-        per output. The boundary is opaque to replay; each projection is replayed by re-running
-        the whole region from the boundary's parents and taking its output (the region's seams)."""
-        name = eqn.primitive.name
+        """One boundary node and one projection node per output (the kit's region)."""
         subfuns, params = bind_params(eqn.primitive, eqn.params)
-        call = Bind(eqn.primitive, params, subfuns)
-        values = call(*[value for value, _ in ins])
-        parents = [(value_id, position) for position, (_, value_id) in enumerate(ins) if value_id is not None]
-        template = tuple(self._placeholder(value, value_id) for value, value_id in ins)
-        token = self.session.new_value_id()
-        attributes = [("region", "true")] + self._attributes(eqn)
-        self.session.op(
-            name, parents, [(token, None, [], "region_token")], False, attributes, None, keep=False
+        avals = [var.aval for var in eqn.outvars]
+        return self.region(
+            eqn.primitive.name,
+            ins,
+            Bind(eqn.primitive, params, subfuns),
+            self._attributes(eqn),
+            lambda index: describe_aval(avals[index]),
         )
-        self.records[token] = ReplayRecord(call, name, template, opaque=True)
-        pairs = []
-        for index, (value, aval) in enumerate(zip(values, (var.aval for var in eqn.outvars))):
-            value_id = self.session.new_value_id()
-            self.values[value_id] = value
-            shape, dtype = describe(value) if hasattr(value, "dtype") else describe_aval(aval)
-            self.session.op(
-                "region_output",
-                [(token, 0)],
-                [(value_id, value, shape, dtype)],
-                False,
-                [("index", str(index))],
-                None,
-            )
-            self.records[value_id] = ReplayRecord(call, "region_output", template, {}, index, seam=True)
-            pairs.append((value, value_id))
-        return pairs

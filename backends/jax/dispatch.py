@@ -23,6 +23,8 @@ except ImportError:  # pragma: no cover - depends on the installed JAX
     _dispatch = None
 
 
+from torchlens.adapter_kit.program_import import Step as KitStep
+
 from .compat import bind_params
 from .dtypes import describe_aval, keyed
 
@@ -42,11 +44,11 @@ class Bind:
         return list(out) if self.primitive.multiple_results else [out]
 
 
-class Step:
+class Step(KitStep):
     """One plain equation, prepared once per jaxpr: its replay call, its rendered attributes and,
     where the bind is a plain eager dispatch, the executable that dispatch calls."""
 
-    __slots__ = ("name", "replay", "executable", "multiple", "attributes", "described")
+    __slots__ = ("executable", "multiple")
 
     def __init__(self, eqn: Any, attributes: list) -> None:
         primitive = eqn.primitive
@@ -63,10 +65,10 @@ class Step:
         #: The compiled single-primitive callable ``apply_primitive`` would call, or None.
         self.executable: Optional[Callable[..., Any]] = _executable(primitive, params)
 
-    def run(self, args: list, direct: bool) -> list:
-        """The equation's outputs on concrete ``args`` (a list); ``direct=False`` binds."""
+    def run(self, args: list, fast: bool) -> list:
+        """The equation's outputs on concrete ``args`` (a list); ``fast=False`` binds."""
         executable = self.executable
-        if executable is None or not direct:
+        if executable is None or not fast:
             return self.replay(*args)
         out = executable(*map(_canonicalize, args))
         return list(out) if self.multiple else [out]

@@ -24,7 +24,7 @@ from torchlens.adapter_kit.derived_grads import (
     INTERMEDIATE_REPLAY_DIVERGED,
     INTERMEDIATE_REPLAY_FAILED,
 )
-from torchlens.adapter_kit.replay import ReplayRecord, ValueRef, fill
+from torchlens.adapter_kit.program_import import rerun
 from torchlens.errors import TorchLensError
 from torchlens.trace import Autograd
 
@@ -204,37 +204,7 @@ def _intermediate(
 
 
 def _evaluate(trace: Any, taps: Dict[int, Any], replace: Optional[tuple] = None) -> Any:
-    """Re-evaluates the captured graph from its replay records (differentiably), adding
-    ``taps[value]`` to each tapped value, or replacing one value (``replace``). Keys are the
-    adapter's value ids."""
-    runtime = trace._runtime
-    records, recorded, params = runtime.records, runtime.values, runtime.params
-    values: Dict[int, Any] = {}
-    region_results: Dict[int, list] = {}
-    outputs = []
-
-    def lookup(reference: ValueRef) -> Any:
-        return params[reference.value] if reference.value in params else values[reference.value]
-
-    for op in trace.ops:
-        value_id = op._info["value"]
-        if op.kind == "output":
-            outputs.append(values[op.parents[0]._info["value"]])
-            continue
-        record: Optional[ReplayRecord] = records.get(value_id)
-        if record is None:
-            value = recorded[value_id]
-        elif record.opaque:
-            continue
-        else:
-            # A region's projections share one run of the region.
-            key = id(record.call)
-            if key not in region_results or not record.seam:
-                region_results[key] = record.call(*fill(record.args, lookup))
-            value = region_results[key][record.output_index]
-        if replace is not None and replace[0] == value_id:
-            value = replace[1]
-        elif value_id in taps:
-            value = value + taps[value_id]
-        values[value_id] = value
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(runtime.output_tree), outputs)
+    """The captured graph re-evaluated differentiably (the kit's ``rerun``: ``taps`` added,
+    or one value replaced), as the function's output pytree."""
+    outputs = rerun(trace, taps, replace)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(trace._runtime.output_tree), outputs)

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Tuple
 import jax
 
 from torchlens.adapter_kit import Patches
+from torchlens.adapter_kit.module_walk import ModuleRecord, ModuleTree, install_module_calls
 
 from .refusals import refuse
 from .roots import Root, argument_names
@@ -139,57 +140,35 @@ class Scopes:
         self._close(0, len(self.eqns), env)
 
 
-class _Patch:
-    """Runs every module class's ``__call__`` inside a named scope naming the module object
-    (by identity, found by walking the rebuilt module tree) and its call number; restored on
-    exit, also when the call raises."""
+def _scoped_calls(patches: Patches, model: Any, framework: str) -> None:
+    """Runs the ``__call__`` of every module under the root (the kit's ``install_module_calls``)
+    inside a named scope naming the module object (by identity, found by walking the rebuilt
+    module tree) and its call number; the patches restore the classes, also when tracing
+    raises. A module that calls itself again through a base class's ``__call__`` is one call."""
+    found = walk(model, framework)
+    tree = ModuleTree(
+        [
+            ModuleRecord(index, [address], "", container, module)
+            for index, (address, module, container) in enumerate(found)
+        ]
+    )
+    tree.by_object = {id(module): index for index, (_, module, _) in enumerate(found)}
+    calls: Dict[int, int] = {}
+    active: List[int] = []
 
-    def __init__(self, model: Any, framework: str) -> None:
-        found = walk(model, framework)
-        self.ids = {id(module): index for index, (_, module, _) in enumerate(found)}
-        self.calls: Dict[int, int] = {}
-        self.active: List[int] = []
-        classes = []
-        for _, module, container in found:
-            if container:
-                continue
-            for cls in type(module).__mro__:
-                if "__call__" in cls.__dict__:
-                    if cls not in classes:
-                        classes.append(cls)
-                    break
-        self.classes = classes
-
-    def __enter__(self) -> _Patch:
-        self.patches = Patches().__enter__()
+    def on_call(original: Any, module: Any, index: int, args: tuple, kwargs: dict) -> Any:
+        if active and active[-1] == index:
+            return original(module, *args, **kwargs)
+        call = calls.get(index, 0)
+        calls[index] = call + 1
+        active.append(index)
         try:
-            for cls in self.classes:
-                self.patches.wrap(cls, "__call__", self._wrap)
-        except BaseException:
-            self.patches.restore_all()
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.patches.__exit__(*exc)
-
-    def _wrap(self, original: Any):
-        patch = self
-
-        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
-            index = patch.ids.get(id(module))
-            if index is None or (patch.active and patch.active[-1] == index):
+            with jax.named_scope(f"tlm{index}c{call}"):
                 return original(module, *args, **kwargs)
-            call = patch.calls.get(index, 0)
-            patch.calls[index] = call + 1
-            patch.active.append(index)
-            try:
-                with jax.named_scope(f"tlm{index}c{call}"):
-                    return original(module, *args, **kwargs)
-            finally:
-                patch.active.pop()
+        finally:
+            active.pop()
 
-        return __call__
+    install_module_calls(patches, tree, on_call)
 
 
 def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute: bool) -> Root:
@@ -221,7 +200,8 @@ def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute
         before = jax.tree_util.tree_leaves(params)
         if not attribute:
             return _checked(module(*inputs, **keywords), module, before, framework)
-        with _Patch(module, framework):
+        with Patches() as patches:
+            _scoped_calls(patches, module, framework)
             return _checked(module(*inputs, **keywords), module, before, framework)
 
     root = Root(

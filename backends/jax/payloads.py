@@ -14,6 +14,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from torchlens.errors import UnsupportedError
 
+from .codec_checks import check_codec_metadata, invalid
 from .dtypes import is_key
 
 SHARDING_CODEC_VERSION = 1
@@ -114,13 +115,19 @@ def finish_load(payloads: dict, labels: dict, codec: dict, hints: Any) -> dict:
     """Re-wraps typed keys and, when asked, re-applies shardings. Returns the payload load
     status: label → what was materialized."""
     status: Dict[str, str] = {}
+    # The metadata came from the file: checked against what JAX accepts before JAX sees any.
+    check_codec_metadata(codec, labels.values())
     keys = codec.get("jax_prng_keys", {})
     shardings = codec.get("jax_sharding", {})
     hint = getattr(hints, "jax", None) if hints is not None else None
     for slot, label in labels.items():
         value = payloads[slot]
         if label in keys:
-            payloads[slot] = jax.random.wrap_key_data(value, impl=keys[label])
+            try:
+                payloads[slot] = jax.random.wrap_key_data(value, impl=keys[label])
+            except (TypeError, ValueError) as error:
+                # Key data of the wrong shape or dtype for its (valid) implementation.
+                raise invalid(f"payload {label!r} is no {keys[label]} key: {error}") from None
             status[label] = "typed_key"
             continue
         status[label] = "value"

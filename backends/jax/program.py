@@ -1,4 +1,5 @@
-"""A jaxpr compiled once for the capture's walk: every variable becomes a slot of a flat frame,
+"""A jaxpr compiled once for the capture's walk onto the kit's slot ``Program`` (which
+``ProgramImport.run_program`` runs): every variable becomes a slot of a flat frame,
 nested pure calls (``jit``, ``custom_jvp``, ``custom_linear_solve``'s solve) are inlined at
 compile time, and each plain equation becomes one instruction holding its prepared
 :class:`~.dispatch.Step`. Running a program does what walking the jaxpr did, event for event
@@ -12,41 +13,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jax.extend import core as jcore
 
+from torchlens.adapter_kit.program_import import CONSTANT, NESTED, OP, Program
+
 from .compat import DropVar
 from .dispatch import Step
 from .refusals import CALL_PRIMITIVES
 
 _Literal = jcore.Literal
 _DropVar = DropVar
-
-#: Instruction kinds.
-OP, CONSTANT, EQUATION = 0, 1, 2
-
-
-class Program:
-    """The compiled walk of one jaxpr. ``code`` holds tuples:
-
-    - ``(OP, step, in_slots, out_slots)``: a plain equation;
-    - ``(CONSTANT, value, slot)``: a closure constant of an inlined call, declared where the
-      walk met it;
-    - ``(EQUATION, eqn, in_slots, out_slots)``: control flow or a region, handed to the capture.
-
-    ``out_slots`` hold None for dropped outputs. Literals live in slots filled before the run
-    (``literals``: ``(slot, (value, None))``)."""
-
-    __slots__ = ("size", "const_slots", "in_slots", "out_slots", "literals", "code")
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.const_slots: List[int] = []
-        self.in_slots: List[int] = []
-        self.out_slots: List[int] = []
-        self.literals: List[Tuple[int, Tuple[Any, None]]] = []
-        self.code: List[tuple] = []
-
-    def slot(self) -> int:
-        self.size += 1
-        return self.size - 1
 
 
 def compile_program(jaxpr: Any, steps: Dict[int, Step], attributes: Callable[[Any], list]) -> Program:
@@ -65,11 +39,7 @@ def compile_program(jaxpr: Any, steps: Dict[int, Step], attributes: Callable[[An
 
 
 def _read(program: Program, env: Dict[Any, int], atom: Any) -> int:
-    if isinstance(atom, _Literal):
-        slot = program.slot()
-        program.literals.append((slot, (atom.val, None)))
-        return slot
-    return env[atom]
+    return program.literal(atom.val) if isinstance(atom, _Literal) else env[atom]
 
 
 def _inline(
@@ -84,7 +54,7 @@ def _inline(
     for eqn in jaxpr.eqns:
         in_slots = [_read(program, env, atom) for atom in eqn.invars]
         name = eqn.primitive.name
-        inner, inner_args = _inlined_body(eqn, in_slots)
+        inner, inner_args = inlined_body(eqn, in_slots)
         if inner is not None:
             body = getattr(inner, "jaxpr", inner)
             inner_env: Dict[Any, int] = {}
@@ -97,7 +67,7 @@ def _inline(
         else:
             outs = [None if isinstance(var, _DropVar) else program.slot() for var in eqn.outvars]
             if name in _WALKED:
-                program.code.append((EQUATION, eqn, in_slots, outs))
+                program.code.append((NESTED, eqn, in_slots, outs))
             else:
                 step = steps.get(id(eqn))
                 if step is None:
@@ -113,8 +83,9 @@ def _inline(
 _WALKED = frozenset({"scan", "cond", "while", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 
-def _inlined_body(eqn: Any, in_slots: List[int]) -> Tuple[Any, List[int]]:
-    """The body a pure call inlines and the slots of its arguments, or (None, [])."""
+def inlined_body(eqn: Any, in_slots: List[int]) -> Tuple[Any, List[int]]:
+    """The body a pure call inlines and which of ``in_slots`` (slots, or the capture's pairs)
+    are its arguments, or (None, [])."""
     name = eqn.primitive.name
     params = eqn.params
     if name in CALL_PRIMITIVES:

@@ -13,8 +13,10 @@ import jax
 import numpy as np
 
 from torchlens.adapter_kit.argument_names import argument_names
+from torchlens.adapter_kit.program_cache import function_anchors
+from torchlens.argument_checks import short_repr
+from torchlens.errors import ArgumentError
 
-from .jaxpr_cache import function_anchors
 from .refusals import refuse
 
 _JAX_FOLDER = os.path.dirname(os.path.realpath(jax.__file__)) + os.sep
@@ -173,7 +175,22 @@ class Root:
 
     def flat(self, *dynamic: Any) -> Any:
         params, inputs, kwargs = self.rebuild(list(dynamic))
-        return self.call(params, inputs, kwargs)
+        return _array_outputs(self.call(params, inputs, kwargs))
+
+
+def _array_outputs(output: Any) -> Any:
+    """The model's output when every leaf is an array or a number; else the typed refusal (JAX
+    would say only that ``flat`` in this file returned an invalid JAX type)."""
+    for leaf in jax.tree_util.tree_leaves(output):
+        if not isinstance(leaf, (jax.Array, jax.core.Tracer, np.ndarray, np.generic, int, float, complex)):
+            raise ArgumentError(
+                f"the model returned a {type(leaf).__name__} ({short_repr(leaf)}) among its outputs; "
+                "TorchLens records arrays",
+                "model_output_unsupported",
+                "return arrays (or a tuple, list or dict of arrays) from the traced function, and "
+                "keep other results out of it",
+            )
+    return output
 
 
 def _suffix(path: tuple) -> str:

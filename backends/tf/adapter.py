@@ -4,7 +4,7 @@ TensorFlow Keras backend)."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -12,7 +12,6 @@ import tensorflow as tf
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
-from torchlens.adapter_kit.replay import ReplayRecord
 
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module
@@ -34,19 +33,13 @@ class TFCapture(CaptureHooks):
         self.built_here = _build_keras(model, request.args, request.kwargs)
         refusals.root(model)
 
-    def live_edits(self) -> Any:
-        edits = super().live_edits()
+    def last_check(self) -> None:
         # A write or a draw the model's structure does not show: one graph-mode trace of the
-        # call after every other check and before it runs (or, when it cannot be traced, the
-        # guard installed below).
+        # call (or, when it cannot be traced, the guard installed below).
         self.prescanned = prescan.eager_entry(self.model, self.request.args, self.request.kwargs)
-        return edits
 
     def make_recorder(self) -> Recorder:
         return Recorder(self.session)
-
-    def attach_edits(self, edits: Any) -> None:
-        edits.attach(self.session, self.recorder, self.patches)
 
     def install(self) -> None:
         self.recorder.install(self.patches, self.model if self.mode == "object_module" else None)
@@ -54,16 +47,6 @@ class TFCapture(CaptureHooks):
 
     def root_call_reported(self) -> bool:
         return self.mode == "object_module" and is_keras_layer(self.model)
-
-    def call(self) -> Any:
-        try:
-            return super().call()
-        except Exception as error:
-            # Keras re-raises what a layer's call raised as a RuntimeError: a refusal raised
-            # inside the forward surfaces as itself.
-            if self.recorder.error is not None and self.recorder.error is not error:
-                raise self.recorder.error from error
-            raise
 
     def provenance(self) -> Dict[str, str]:
         recorder = self.recorder
@@ -159,13 +142,11 @@ class TFAdapter(HostConversions, BackendProtocol):
 
     # ---- replay hooks -----------------------------------------------------------------------------
 
-    def run_op(self, record: ReplayRecord, args: tuple, kwargs: dict) -> Any:
-        result = record.call(*args, **kwargs)
-        if record.output_index is None:
-            if isinstance(result, (list, tuple)):
-                return result[0]
+    def output_at(self, result: Any, output_index: Optional[int]) -> Any:
+        """A raw op's result is a tensor or a list (or named tuple) of its outputs."""
+        if not isinstance(result, (list, tuple)):
             return result
-        return list(result)[record.output_index]
+        return list(result)[output_index or 0]
 
 
 def _build_keras(model: Any, args: tuple, kwargs: dict) -> bool:

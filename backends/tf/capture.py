@@ -17,15 +17,14 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks, op_def_registry, ops
 
 from torchlens.adapter_kit.op_names import snake_case
 from torchlens.adapter_kit.recorder import Recorder as KitRecorder
-from torchlens.adapter_kit.replay import ReplayRecord, argument_template
-from torchlens.adapter_kit.structures import arrays_in
+from torchlens.adapter_kit.replay import argument_template
 
 from .dtypes import DENSE, KEPT, neutral_name
 from .prescan import check_op_type
@@ -63,11 +62,6 @@ def op_name(op_type: str) -> str:
     if name is not None:
         return name
     return snake_case(op_type)
-
-
-def tensors_of(value: Any) -> List[Any]:
-    """Eager tensors of a returned structure, in order (nested tuples, lists and dicts)."""
-    return arrays_in(value, EagerTensor)
 
 
 def is_keras_layer(value: Any) -> bool:
@@ -145,14 +139,6 @@ class Recorder(KitRecorder):
         #: id(variable handle) → the parameter's value id.
         self.handles: Dict[int, int] = {}
         self.opaque = 0
-        self.error: Optional[BaseException] = None
-        #: Live edits' hook (``edits.LiveEdits``): an op was recorded (TensorFlow's callbacks
-        #: cannot replace a value; edits act at wrapped entry points).
-        self.on_op: Optional[Callable[[str, int], None]] = None
-        #: Wrapped entry points (``edits.REGISTRY``) running now.
-        self.wrap_depth = 0
-        #: Value id → the recorded function name.
-        self.funcs: Dict[int, str] = {}
         #: Every eager tensor made from here on has a larger ``_id`` (TensorFlow's uid counter).
         self.first_uid = ops.uid()
         #: Value ids of tensors made during the forward that no recorded op produced.
@@ -162,6 +148,16 @@ class Recorder(KitRecorder):
 
     def dtype_of(self, value: Any) -> str:
         return neutral_name(value.dtype)
+
+    def shape_of(self, value: Any) -> Tuple[int, ...]:
+        # A resource or variant handle has no array shape.
+        return tuple(value.shape) if neutral_name(value.dtype) in KEPT else ()
+
+    def same_dtype(self, new: Any, like: Any) -> Any:
+        return new if new.dtype == like.dtype else tf.cast(new, like.dtype)
+
+    def copy(self, value: Any) -> Any:
+        return tf.identity(value)
 
     def module_children(self, module: Any) -> List[Tuple[str, Any]]:
         return _children(module)
@@ -254,40 +250,23 @@ class Recorder(KitRecorder):
             return
         check_op_type(op_type, "in the forward")
         func = op_name(op_type)
-        recorded_inputs = [tensor for tensor in inputs if neutral_name(tensor.dtype) in DENSE]
-        call, kwargs, opaque = _replay_call(op_type, inputs, attrs)
-        if opaque:
+        attr_values = dict(zip(attrs[::2], attrs[1::2])) if attrs else {}
+        call, kwargs = raw_op_call(op_type, inputs, attr_values.get, attr_values) or (None, {})
+        args: tuple = ()
+        if call is None:
+            # An opaque region (replayed as unverified): its parents are its dense inputs.
             self.opaque += 1
-        if call is not None:
-            parents, _template, keyword_template = argument_template((), kwargs, EagerTensor, self.reference)
-        else:
-            parents, _template, keyword_template = argument_template(
-                tuple(recorded_inputs), {}, EagerTensor, self.reference
-            )
-        described = []
-        single = len(outputs) == 1
-        for index, tensor in enumerate(outputs):
-            dtype = neutral_name(tensor.dtype)
-            value_id = self.tag(tensor)
-            self.values[value_id] = tensor
-            described.append((value_id, tensor, tuple(tensor.shape) if dtype in KEPT else (), dtype))
-            self.records[value_id] = ReplayRecord(
-                call,
-                func,
-                (),
-                keyword_template,
-                None if single else index,
-                opaque=call is None,
-            )
+            args = tuple(tensor for tensor in inputs if neutral_name(tensor.dtype) in DENSE)
+        parents, _template, keywords = argument_template(args, kwargs, EagerTensor, self.reference)
+        results = [(None if len(outputs) == 1 else index, tensor) for index, tensor in enumerate(outputs)]
         # Resource and variant handles have no value to keep; strings are kept (a .tlspec save
         # of one refuses: it has no array encoding).
-        keep = all(dtype in KEPT for _v, _t, _s, dtype in described)
+        keep = all(neutral_name(tensor.dtype) in KEPT for tensor in outputs)
         attributes = [("tf_op_type", op_type)]
-        self.session.op(func, parents, described, attributes=attributes, keep=keep)
-        for value_id, _tensor, _shape, _dtype in described:
-            self.funcs[value_id] = func
-            if self.on_op is not None:
-                self.on_op(func, value_id)
+        described = self.report_op(func, call, parents, (), keywords, results, call is None, attributes, keep)
+        # Live edits see each output (a replacement is made where an entry point returns it:
+        # TensorFlow ignores what a callback returns).
+        self.edited_outputs(func, None, described)
 
 
 _SIGNATURES: Dict[str, Optional[Tuple[Any, Any, List[str]]]] = {}
@@ -311,39 +290,36 @@ def _raw_op(op_type: str) -> Optional[Tuple[Any, Any, List[str]]]:
     return found
 
 
-def _replay_call(
-    op_type: str, inputs: List[Any], attrs: Any
-) -> Tuple[Optional[Callable[..., Any]], dict, bool]:
-    """How replay re-runs one op through ``tf.raw_ops`` (keyword arguments named by its OpDef),
-    or ``(None, {}, True)`` for a stateful or unknown op (an opaque region)."""
+def raw_op_call(
+    op_type: str, inputs: List[Any], attr: Callable[[str], Any], attr_names: Iterable[str]
+) -> Optional[Tuple[Callable[..., Any], Dict[str, Any]]]:
+    """How one op re-runs through ``tf.raw_ops``: the function and its keyword arguments, named
+    by its OpDef (``attr(name)`` reads one of the op's attributes ``attr_names``), or None for a
+    stateful or unknown op (an opaque region)."""
     found = _raw_op(op_type)
     if found is None:
-        return None, {}, True
+        return None
     function, op_def, accepted = found
     # The Python names of the inputs (``Sum``'s ``reduction_indices`` is ``axis``) come first in
     # the signature, in OpDef order.
     names = accepted[: len(op_def.input_arg)]
-    attr_values = dict(zip(attrs[::2], attrs[1::2])) if attrs else {}
     kwargs: Dict[str, Any] = {}
     position = 0
     for arg, name in zip(op_def.input_arg, names):
-        if arg.number_attr:
-            count = int(attr_values.get(arg.number_attr, 0))
-            kwargs[name] = list(inputs[position : position + count])
-            position += count
-        elif arg.type_list_attr:
-            count = len(attr_values.get(arg.type_list_attr, ()))
+        if arg.number_attr or arg.type_list_attr:
+            number = arg.number_attr
+            count = int(attr(number) or 0) if number else len(attr(arg.type_list_attr) or ())
             kwargs[name] = list(inputs[position : position + count])
             position += count
         else:
             kwargs[name] = inputs[position] if position < len(inputs) else None
             position += 1
     if position != len(inputs):
-        return None, {}, True
-    for name, value in attr_values.items():
+        return None
+    for name in attr_names:
         if name in accepted and name not in kwargs:
-            kwargs[name] = _attr(value)
-    return function, kwargs, False
+            kwargs[name] = _attr(attr(name))
+    return function, kwargs
 
 
 def _attr(value: Any) -> Any:

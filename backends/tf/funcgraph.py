@@ -18,10 +18,10 @@ import tensorflow as tf
 from tensorflow.python.framework import function_def_to_graph, tensor_util
 
 from torchlens.adapter_kit import CaptureSession
-from torchlens.adapter_kit.replay import ReplayRecord, ValueRef
+from torchlens.adapter_kit.program_import import Pair, ProgramImport
 
 from . import prescan, refusals
-from .capture import _attr, _raw_op, op_name
+from .capture import op_name, raw_op_call
 from .dtypes import DENSE, KEPT, neutral_name
 from .refusals import keras_predict_owner
 
@@ -108,36 +108,27 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
         session.module(0, ["self"], str(name), False, False)
         session.extra("provenance.module_identity_mode", "function_root")
         session.extra("provenance.tf_capture", "funcgraph")
-        values: Dict[int, Any] = {}
-        records: Dict[int, ReplayRecord] = {}
-        #: id(graph tensor) → value id, and → its concrete value (graph tensors stay alive with
+        importer = _Import(session)
+        #: Graph tensor key → value id, and → its concrete value (graph tensors stay alive with
         #: their graphs, which this import holds).
         ids: Dict[tuple, int] = {}
         known: Dict[tuple, Any] = {}
 
-        def new(tensor: Any, value: Any) -> int:
-            value_id = session.new_value_id()
-            ids[_key(tensor)] = value_id
-            if value is not None:
-                values[value_id] = value
-                known[_key(tensor)] = value
-            return value_id
+        def bind(tensor: Any, pair: Pair) -> None:
+            ids[_key(tensor)] = pair[1]
+            if pair[0] is not None:
+                known[_key(tensor)] = pair[0]
 
         for index, (placeholder, value) in enumerate(zip(placeholders, user_inputs + captured)):
             if index < len(user_inputs):
-                value_id = new(placeholder, value)
-                session.input(
-                    f"inputs.{index}", value_id, value, tuple(value.shape), neutral_name(value.dtype)
-                )
+                bind(placeholder, importer.input(f"inputs.{index}", value))
             elif neutral_name(value.dtype) in KEPT:
-                value_id = new(placeholder, value)
-                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
+                bind(placeholder, importer.constant(value))
             else:
                 known[_key(placeholder)] = value  # a captured resource handle (a variable)
         session.enter(0)
         session.exit(0, [], [])
         state = {"opaque": 0}
-        unresolved: set = set()
 
         def walk(graph: Any, outputs: List[Any]) -> None:
             needed = _needed(graph, outputs)
@@ -154,153 +145,117 @@ def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
         def visit(op: Any) -> None:
             if op.type == "Const":
                 value = tf.constant(tensor_util.MakeNdarray(op.get_attr("value")))
-                value_id = new(op.outputs[0], value)
-                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
-                return
-            inputs = [known.get(_key(tensor)) for tensor in op.inputs]
+                return bind(op.outputs[0], importer.constant(value))
+            ins = [(known.get(_key(tensor)), ids.get(_key(tensor))) for tensor in op.inputs]
+            inputs = [value for value, _ in ins]
             results = None
             if op.type == "ReadVariableOp" and inputs and inputs[0] is not None:
-                # Reading a captured variable is stateful in the OpDef but has no effect.
+                # Reading a captured variable is stateful in the OpDef but has no effect: its
+                # value is a constant of this import (no module attribution).
                 value = tf.raw_ops.ReadVariableOp(resource=inputs[0], dtype=op.get_attr("dtype"))
-                value_id = new(op.outputs[0], value)
-                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
-                return
+                return bind(op.outputs[0], importer.constant(value))
             control_flow = op.type in _CONTROL_FLOW
-            found = None if control_flow else _raw_op(op.type)
-            kwargs_of: Dict[str, Any] = {}
-            if found is not None and all(value is not None for value in inputs):
-                raw, op_def, accepted = found
-                names = accepted[: len(op_def.input_arg)]
-                position = 0
+            call = None
+            if not control_flow and all(value is not None for value in inputs):
                 try:
-                    for arg, arg_name in zip(op_def.input_arg, names):
-                        if arg.number_attr or arg.type_list_attr:
-                            count = (
-                                op.get_attr(arg.number_attr)
-                                if arg.number_attr
-                                else len(op.get_attr(arg.type_list_attr))
-                            )
-                            kwargs_of[arg_name] = list(inputs[position : position + count])
-                            position += count
-                        else:
-                            kwargs_of[arg_name] = inputs[position]
-                            position += 1
-                    for attr_name in op.node_def.attr:
-                        if attr_name in accepted and attr_name not in kwargs_of:
-                            kwargs_of[attr_name] = _attr(op.get_attr(attr_name))
-                    out = raw(**kwargs_of)
-                    results = list(out) if isinstance(out, (list, tuple)) else [out]
+                    call = raw_op_call(op.type, inputs, op.get_attr, op.node_def.attr)
+                    if call is not None:
+                        out = call[0](**call[1])
+                        results = list(out) if isinstance(out, (list, tuple)) else [out]
                 except Exception:
                     results = None
-            if op.type == "ReadVariableOp" and results is not None:
-                # A variable's value: a constant of this import (no module attribution).
-                value = results[0]
-                value_id = new(op.outputs[0], value)
-                session.constant(value_id, value, tuple(value.shape), neutral_name(value.dtype))
-                return
-            parents = [
-                (ids[_key(tensor)], position)
-                for position, tensor in enumerate(op.inputs)
-                if _key(tensor) in ids
-            ]
-            # Self-consistency: a dense input no walked op, input or capture produced.
-            dangling = any(
-                _key(tensor) not in ids and neutral_name(tensor.dtype) in DENSE for tensor in op.inputs
-            )
-            described = []
-            single = len(op.outputs) == 1
+            values, described = [], []
             for index, tensor in enumerate(op.outputs):
                 value = results[index] if results is not None and index < len(results) else None
                 if value is None and _key(tensor) in output_index:
                     value = ran_outputs()[output_index[_key(tensor)]]
-                value_id = new(tensor, value)
-                if dangling:
-                    unresolved.add(value_id)
-                dtype = neutral_name(tensor.dtype)
-                if value is not None:
-                    shape = tuple(value.shape)
-                else:
-                    shape = tuple(
-                        d or 0 for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])
-                    )
-                described.append((value_id, value, shape, dtype))
-                if results is None:
-                    reason = "control_flow_region" if control_flow else "opaque_region"
-                    records[value_id] = ReplayRecord(
-                        None, op_name(op.type), opaque=True, region_reason=reason
-                    )
-                else:
-                    template = {key: _template(item, op, inputs, ids) for key, item in kwargs_of.items()}
-                    records[value_id] = ReplayRecord(
-                        found[0], op_name(op.type), (), template, None if single else index
-                    )
+                values.append(value)
+                described.append(_described(tensor, value))
+            keep = all(value is not None and dtype in KEPT for value, (_, dtype) in zip(values, described))
+            pairs = importer.op(
+                op_name(op.type),
+                ins,
+                values,
+                [("tf_op_type", op.type)],
+                call[0] if results is not None else None,
+                call[1] if results is not None else None,
+                described,
+                indexed=False,
+                keep=keep,
+                reason="control_flow_region" if control_flow else "opaque_region",
+            )
+            if any(_key(tensor) not in ids and neutral_name(tensor.dtype) in DENSE for tensor in op.inputs):
+                # Self-consistency: a dense input no walked op, input or capture produced.
+                importer.unresolved.update(value_id for _, value_id in pairs)
+            for tensor, pair in zip(op.outputs, pairs):
+                bind(tensor, pair)
             if results is None:
                 state["opaque"] += 1
-            keep = all(value is not None and dtype in KEPT for _v, value, _s, dtype in described)
-            session.op(op_name(op.type), parents, described, attributes=[("tf_op_type", op.type)], keep=keep)
 
         walk(graph, outputs)
         opaque = state["opaque"]
         returned = [ids[_key(tensor)] for tensor in outputs]
         if predict:
-            returned = _predict_loop(session, returned, values, records)
+            returned = _predict_loop(importer, returned)
             opaque += 1
         for index, value_id in enumerate(returned):
             session.output("output" if len(returned) == 1 else f"output.{index}", value_id)
         if opaque:
             session.extra("provenance.tf_opaque_ops", str(opaque))
         session.extra(
-            "provenance.tf_replayable_ops", str(sum(1 for record in records.values() if not record.opaque))
+            "provenance.tf_replayable_ops",
+            str(sum(1 for record in importer.records.values() if not record.opaque)),
         )
         runtime = runtime_type(
-            records=records,
+            records=importer.records,
             reference=adapter.reference_of(request),
-            values=values,
+            values=importer.values,
             model=model,
             args=args,
             kwargs=kwargs,
             param_addresses={},
-            unresolved=unresolved,
+            unresolved=importer.unresolved,
         )
         trace = session.finish(adapter, runtime=runtime)
     trace.options = dataclasses.replace(options, module_identity_mode="function_root")
     return trace
 
 
-def _predict_loop(
-    session: Any, forward: List[int], values: Dict[int, Any], records: Dict[int, ReplayRecord]
-) -> List[int]:
+class _Import(ProgramImport):
+    """The kit's program import, describing values as TensorFlow does."""
+
+    def describe(self, value: Any) -> tuple:
+        return tuple(value.shape), neutral_name(value.dtype)
+
+
+def _described(tensor: Any, value: Any) -> tuple:
+    """An op output's shape (its value's, else the graph's static shape) and dtype."""
+    if value is not None:
+        return tuple(value.shape), neutral_name(tensor.dtype)
+    static = tensor.shape.as_list() if tensor.shape.rank is not None else []
+    return tuple(d or 0 for d in static), neutral_name(tensor.dtype)
+
+
+def _predict_loop(importer: ProgramImport, forward: List[int]) -> List[int]:
     """The loop of ``Model.predict`` around the imported forward (batching, the data pipeline,
     the host copy of the result): one region reading the forward's outputs, whose values are
     the forward's (what the whole input as one batch gives). Replay cannot check it per op
     (``predict_loop_region``); validation compares its outputs with a real ``predict`` call."""
-    parents = [(value_id, position) for position, value_id in enumerate(forward)]
-    described = []
-    for value_id in forward:
-        value = values.get(value_id)
-        loop_id = session.new_value_id()
-        if value is not None:
-            values[loop_id] = value
-        shape = tuple(value.shape) if value is not None else ()
-        dtype = neutral_name(value.dtype) if value is not None else "float32"
-        described.append((loop_id, value, shape, dtype))
-        records[loop_id] = ReplayRecord(
-            None, "predict_loop", opaque=True, region_reason="predict_loop_region"
-        )
-    keep = all(value is not None for _v, value, _s, _d in described)
-    session.op("predict_loop", parents, described, attributes=[("tf_op_type", "predict")], keep=keep)
-    return [loop_id for loop_id, _v, _s, _d in described]
-
-
-def _template(item: Any, op: Any, inputs: List[Any], ids: Dict[tuple, int]) -> Any:
-    """A replay argument: an input with a value id becomes its reference; a captured resource
-    handle or an attribute stays as it is."""
-    if isinstance(item, list):
-        return [_template(sub, op, inputs, ids) for sub in item]
-    for tensor, value in zip(op.inputs, inputs):
-        if value is item and _key(tensor) in ids:
-            return ValueRef(ids[_key(tensor)])
-    return item
+    values = [importer.values.get(value_id) for value_id in forward]
+    described = [
+        (tuple(value.shape), neutral_name(value.dtype)) if value is not None else ((), "float32")
+        for value in values
+    ]
+    pairs = importer.op(
+        "predict_loop",
+        list(zip(values, forward)),
+        values,
+        [("tf_op_type", "predict")],
+        described=described,
+        keep=all(value is not None for value in values),
+        reason="predict_loop_region",
+    )
+    return [value_id for _, value_id in pairs]
 
 
 def _taken_branch(op: Any, known: Dict[tuple, Any]) -> Any:

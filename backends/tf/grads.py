@@ -23,8 +23,6 @@ import tensorflow as tf
 from torchlens.adapter_kit import derived_grads as kit
 from torchlens.adapter_kit.capture_pipeline import shadow_run
 
-from .capture import tensors_of
-
 
 @dataclass(frozen=True)
 class GradOptions:
@@ -78,9 +76,8 @@ class GradHooks(kit.GradHooks):
             loss = loss_of(output)
         targets = inputs + params
         grads = tape.gradient(loss, [value for _, value in targets]) if targets else []
-        result = kit.GradPass(
-            grads={name: grad for (name, _), grad in zip(targets, grads)}, outputs=tensors_of(output)
-        )
+        grads_by_name = {name: grad for (name, _), grad in zip(targets, grads)}
+        result = kit.GradPass(grads=grads_by_name, outputs=self.adapter.output_leaves(output))
         if per_op:
             # The same tape gives every recorded floating op output's gradient (one pass).
             op_grads = shadow.op_grads(_floating, partial(tape.gradient, loss))

@@ -106,10 +106,9 @@ def keras_backend(model: Any) -> None:
 
 
 def root(model: Any) -> None:
-    """Refuses, before anything runs: a Keras model on a Keras backend other than TensorFlow,
-    a Keras layer not built yet (its first call creates variables with random initializers),
-    graph-only entries reaching the eager path (the adapter sends them to the FuncGraph
-    importer first), and non-eager execution."""
+    """Refuses, before anything runs: non-eager execution, and a Keras layer not built yet (its
+    first call creates variables with random initializers). The adapter has refused a Keras
+    model on another Keras backend, and sent a graph-only entry to the FuncGraph importer."""
     if not tf.executing_eagerly():
         raise refuse(
             "TensorFlow is not executing eagerly here (inside a tf.function or with eager "
@@ -117,7 +116,6 @@ def root(model: Any) -> None:
             "capability_unsupported",
             "call tl.trace outside tf.function, with eager execution enabled",
         )
-    keras_backend(model)
     keras = sys.modules.get("keras")
     if keras is not None and isinstance(model, keras.Layer):
         unbuilt = [layer.name for layer in model._flatten_layers() if not layer.built]
@@ -128,11 +126,3 @@ def root(model: Any) -> None:
                 "tf_keras_unbuildable",
                 "call the model once (or model.build(input_shape)) before tracing",
             )
-    if is_graph_only(model):
-        raise refuse(
-            "this entry is graph-only (a tf.function, a concrete function, a SavedModel "
-            "signature or a compiled Model.call); the FuncGraph static importer that captures "
-            "graph-only entries is not built yet",
-            "capability_unsupported",
-            "trace the eager model or the undecorated Python function instead",
-        )

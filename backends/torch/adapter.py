@@ -120,6 +120,9 @@ class TorchAdapter(BackendProtocol):
     def output_leaves(self, output: Any) -> List[Any]:
         return [tensor for _, tensor in flatten(output, "")]
 
+    def holds_data(self, value: Any) -> bool:
+        return not getattr(value, "is_meta", False)
+
     # ---- host copies ----------------------------------------------------------------------------
 
     def to_numpy(self, value: torch.Tensor) -> Any:

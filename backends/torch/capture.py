@@ -587,12 +587,7 @@ class Capture(LiveEditHost):
                 self.session.replace_payload(value_id, self._kept(value_id, value))
 
     def module_stack(self) -> List[str]:
-        addresses = self.addresses
-        return [
-            addresses[module_id]
-            for module_id, calls in self.session.open_calls.items()
-            if calls and module_id in addresses and addresses[module_id] != "self"
-        ]
+        return self.session.open_module_calls(self.addresses)
 
     def value_facts(self, value: torch.Tensor) -> Dict[str, Any]:
         scalar_bool = value.dtype == torch.bool and value.numel() == 1

@@ -21,6 +21,10 @@ pub mod tlspec;
 /// working.
 pub use torchlens_schema::{dtype, events};
 
+/// Escaping of text from a file for terminals (in `torchlens-schema`, so the CLI and the Python
+/// extension run the same function): every text renderer of the core uses it.
+pub use torchlens_schema::terminal_text;
+
 /// `torchlens-core-build:<hex>`: a digest (FNV-1a 64) of the core's and the schema's sources
 /// and of `wit/torchlens.wit`, computed by `build.rs`. The component answers it from
 /// `build-id`, and the same text sits in the component's bytes, so a host can prove which

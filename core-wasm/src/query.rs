@@ -2,6 +2,7 @@
 //! descendant sets (computed on demand; the trace itself only stores the cheap boundary sets).
 
 use crate::model::{BackwardGraph, OpId, Trace};
+use crate::terminal_text::escape_for_terminal;
 use serde::{Deserialize, Serialize};
 
 /// One row of `trace.summary()`.
@@ -95,9 +96,18 @@ pub fn summary_table(trace: &Trace) -> String {
 }
 
 /// Columns padded to their widest cell, two spaces apart, one line per row after the headers.
+/// Every cell comes from the trace (a file from anyone, when loaded), so each is shown with its
+/// control characters escaped ([`escape_for_terminal`]): the table is meant for a terminal.
 fn aligned_table<const N: usize>(headers: &[&str; N], cells: &[[String; N]]) -> String {
+    let cells: Vec<[String; N]> = cells
+        .iter()
+        .map(|row| {
+            row.each_ref()
+                .map(|cell| escape_for_terminal(cell).into_owned())
+        })
+        .collect();
     let mut widths = headers.map(str::len);
-    for row in cells {
+    for row in &cells {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -113,7 +123,7 @@ fn aligned_table<const N: usize>(headers: &[&str; N], cells: &[[String; N]]) -> 
         table.push('\n');
     };
     push_line(&headers.map(String::from));
-    for row in cells {
+    for row in &cells {
         push_line(row);
     }
     table

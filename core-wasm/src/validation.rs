@@ -22,6 +22,10 @@ pub const REASON_OPAQUE_REGION: &str = "opaque_region";
 pub const REASON_NOTHING_REPLAYED: &str = "nothing_replayed";
 /// Reason: a loaded trace whose runtime-only replay data was not saved.
 pub const REASON_RUNTIME_CAPTURE_STRIPPED: &str = "loaded_trace_runtime_capture_stripped";
+/// Reason: the op's values have shapes and dtypes but no data (torch's `meta` device), so
+/// there is nothing to replay or compare. Makes the whole status `unavailable`: nothing was
+/// wrong with the capture, and no op can be checked.
+pub const REASON_VALUES_NOT_MATERIALIZED: &str = "values_not_materialized";
 
 /// The states of a validation status. Only `Passed` and `Failed` are final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,8 +88,8 @@ pub struct ValidationStatus {
 
 /// Folds decisions: any failure → failed (naming the first failing op); else any op that could
 /// not be replayed → unverified (with its reason); else nothing replayed → unverified; else
-/// passed. `runtime_capture_available == false` (a loaded trace without its replay data) →
-/// unavailable.
+/// passed. `runtime_capture_available == false` (a loaded trace without its replay data), or
+/// any op whose values hold no data ([`REASON_VALUES_NOT_MATERIALIZED`]) → unavailable.
 pub fn fold(decisions: &[OpDecision], runtime_capture_available: bool) -> ValidationStatus {
     let mut status = ValidationStatus {
         state: ValidationState::Passed,
@@ -98,6 +102,14 @@ pub fn fold(decisions: &[OpDecision], runtime_capture_available: bool) -> Valida
     if !runtime_capture_available {
         status.state = ValidationState::Unavailable;
         status.reason = Some(REASON_RUNTIME_CAPTURE_STRIPPED.to_string());
+        return status;
+    }
+    if let Some(unmaterialized) = decisions
+        .iter()
+        .find(|decision| decision.reason == REASON_VALUES_NOT_MATERIALIZED)
+    {
+        status.state = ValidationState::Unavailable;
+        status.reason = Some(unmaterialized.reason.clone());
         return status;
     }
     let mut first_failure: Option<&OpDecision> = None;
@@ -181,6 +193,27 @@ mod tests {
         );
         assert_eq!(status.state, ValidationState::Unverified);
         assert_eq!(status.reason.as_deref(), Some(REASON_OPAQUE_REGION));
+    }
+
+    #[test]
+    fn values_without_data_make_validation_unavailable_not_failed() {
+        let status = fold(
+            &[
+                decision(0, ReplayOutcome::Leaf, "input_leaf"),
+                decision(1, ReplayOutcome::Failed, REASON_REPLAY_MISMATCH),
+                decision(
+                    2,
+                    ReplayOutcome::NotReplayable,
+                    REASON_VALUES_NOT_MATERIALIZED,
+                ),
+            ],
+            true,
+        );
+        assert_eq!(status.state, ValidationState::Unavailable);
+        assert_eq!(
+            status.reason.as_deref(),
+            Some(REASON_VALUES_NOT_MATERIALIZED)
+        );
     }
 
     #[test]

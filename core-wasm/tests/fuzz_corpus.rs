@@ -8,9 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use torchlens_core::layout::{layout, LayoutView};
+use torchlens_core::model::TraceOptions;
 use torchlens_core::query::summary_table;
 use torchlens_core::selectors::parse_expression;
-use torchlens_core::tlspec;
+use torchlens_core::terminal_text::{escape_for_terminal, is_terminal_control};
+use torchlens_core::tlspec::{self, Manifest};
+use torchlens_core::TraceBuilder;
 
 /// The seed files of one fuzz target, sorted by name.
 fn seeds(target: &str) -> Vec<PathBuf> {
@@ -52,6 +55,52 @@ fn decode_tlspec_corpus_replays() {
             ),
         }
     }
+}
+
+/// `fuzz/fuzz_targets/manifest_text.rs`: any text as manifest strings (codec metadata, a named
+/// field, an extra key and value) of a real file, and as text to escape for a terminal.
+#[test]
+fn manifest_text_corpus_replays() {
+    let mut builder = TraceBuilder::new(TraceOptions::default());
+    builder
+        .ingest(torchlens_core::demo_model::demo_events())
+        .unwrap();
+    let mut demo = builder.finish().unwrap();
+    // No payloads: the manifest is what this target varies.
+    demo.keep_payloads(&[]);
+    let mut decoded = 0;
+    for path in seeds("manifest_text") {
+        let bytes = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!escape_for_terminal(&text).chars().any(is_terminal_control));
+        let manifest = Manifest {
+            backend: "torch".to_owned(),
+            created_at: text.to_string(),
+            codec_metadata: text.to_string(),
+            extra: vec![(format!("x-{text}"), text.to_string())],
+            ..Manifest::default()
+        };
+        let Ok(file) = tlspec::encode_with_payloads(&demo, &manifest, |_| None) else {
+            continue;
+        };
+        match tlspec::decode_file(&file) {
+            Ok((header, trace)) => {
+                decoded += 1;
+                assert_eq!(header.manifest.codec_metadata, text, "{name}");
+                let table = summary_table(&trace);
+                assert!(
+                    !table
+                        .chars()
+                        .any(|character| character != '\n' && is_terminal_control(character)),
+                    "{name}"
+                );
+            }
+            Err(error) => assert!(error.code.starts_with("tlspec_"), "{name}: {error:?}"),
+        }
+    }
+    // The object seeds decode, so the replay reaches the summary as the target does.
+    assert!(decoded >= 4, "only {decoded} seeds decoded");
 }
 
 /// `fuzz/fuzz_targets/selector_expression.rs`: any UTF-8 text as a selector expression. The

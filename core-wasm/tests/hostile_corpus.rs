@@ -202,7 +202,7 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         case(
             "random_bytes",
             random_bytes(0x9E37_79B9_7F4A_7C15, 4096),
-            "tlspec_header_too_large",
+            "tlspec_not_a_tlspec",
         ),
     ];
     let mut plausible = random_bytes(0x1234_5678_9ABC_DEF1, 4096);
@@ -238,9 +238,24 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
     huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
     files.push(case(
         "header_length_u64_max",
+        huge.clone(),
+        "tlspec_not_a_tlspec",
+    ));
+    huge[..8].copy_from_slice(&(u64::from(u32::MAX)).to_le_bytes());
+    files.push(case(
+        "header_length_just_below_4_gib",
         huge,
         "tlspec_header_too_large",
     ));
+    files.push(case(
+        "a_text_file",
+        b"a plain text file, not a trace\n".to_vec(),
+        "tlspec_not_a_tlspec",
+    ));
+    // What torch.save writes: a zip archive.
+    let mut zip = b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec();
+    zip.extend_from_slice(&[0; 64]);
+    files.push(case("a_torch_save_zip", zip, "tlspec_not_a_tlspec"));
 
     let tensor = |logical: &str, entry: &str| header_with(logical, entry, 8);
     for (name, logical, entry, data, code) in [
@@ -433,7 +448,71 @@ pub fn hostile_corpus() -> Vec<HostileFile> {
         files.push(case(name, changed, code));
     }
     files.extend(crc_table_cases());
+    files.extend(manifest_bound_cases());
     files
+}
+
+/// A version 1 file of the small trace whose manifest has further keys `extra` (a v1 file has
+/// no checksums, so the hostile values need no recomputed ones).
+pub fn file_with_manifest(extra: &[(&str, &str)]) -> Vec<u8> {
+    let body = body_of(&small_trace(), 1);
+    let mut metadata: serde_json::Value =
+        serde_json::from_str(&metadata_json("1", "{}")).expect("metadata JSON");
+    for (key, value) in extra {
+        metadata[*key] = serde_json::Value::String((*value).to_owned());
+    }
+    let header = format!(
+        r#"{{"__metadata__":{metadata},"__torchlens_body__":{{"dtype":"U8","shape":[{len}],"data_offsets":[0,{len}]}}}}"#,
+        len = body.len()
+    );
+    raw_file(&header, &body)
+}
+
+/// The manifest's free text bounded before any host parses it: `codec_metadata` too large,
+/// too deep (the 200,000 brackets that end Python's `json.loads` in a bare `RecursionError`),
+/// not JSON or not an object; a named field too large.
+fn manifest_bound_cases() -> Vec<HostileFile> {
+    let max = torchlens_core::tlspec::MAX_CODEC_METADATA_BYTES;
+    let too_large = format!(r#"{{"jax_prng_keys":{{"a":"{}"}}}}"#, "x".repeat(max));
+    let too_deep = format!(r#"{{"a":{}}}"#, "[".repeat(200_000));
+    let just_too_deep = format!(
+        r#"{{"a":{}1{}}}"#,
+        "[".repeat(torchlens_core::tlspec::MAX_CODEC_METADATA_DEPTH),
+        "]".repeat(torchlens_core::tlspec::MAX_CODEC_METADATA_DEPTH)
+    );
+    let long_backend = "torch".repeat(1000);
+    vec![
+        case(
+            "codec_metadata_too_large",
+            file_with_manifest(&[("codec_metadata", &too_large)]),
+            "tlspec_codec_metadata_too_large",
+        ),
+        case(
+            "codec_metadata_200000_brackets_deep",
+            file_with_manifest(&[("codec_metadata", &too_deep)]),
+            "tlspec_codec_metadata_too_deep",
+        ),
+        case(
+            "codec_metadata_65_levels_deep",
+            file_with_manifest(&[("codec_metadata", &just_too_deep)]),
+            "tlspec_codec_metadata_too_deep",
+        ),
+        case(
+            "codec_metadata_not_json",
+            file_with_manifest(&[("codec_metadata", "{\"a\":")]),
+            "tlspec_codec_metadata_invalid",
+        ),
+        case(
+            "codec_metadata_not_an_object",
+            file_with_manifest(&[("codec_metadata", "[1, 2]")]),
+            "tlspec_codec_metadata_invalid",
+        ),
+        case(
+            "manifest_backend_too_large",
+            file_with_manifest(&[("backend", &long_backend)]),
+            "tlspec_manifest_field_too_large",
+        ),
+    ]
 }
 
 /// Where `needle` first occurs in `bytes`.
@@ -442,4 +521,109 @@ fn find(bytes: &[u8], needle: &[u8]) -> usize {
         .windows(needle.len())
         .position(|window| window == needle)
         .expect("the valid file holds the needle")
+}
+
+/// What a hostile file hides in its strings: an OSC that sets the window title, a screen clear,
+/// an OSC 8 hyperlink, a C1 CSI (U+009B), DEL and a right-to-left override.
+pub const TERMINAL_ATTACK: &str =
+    "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}]8;;http://evil/\u{1b}\\\u{9b}31m\u{7f}\u{202e}";
+
+/// A well-formed trace whose module address and class, op function (and so op labels and the
+/// header's tensor names) and input name all carry [`TERMINAL_ATTACK`].
+pub fn terminal_attack_trace() -> torchlens_core::Trace {
+    use torchlens_core::events::{ArgRef, ModuleDecl, OpEvent, RawEvent, TensorDesc};
+    let desc = |tensor: u64, payload: Option<u64>| TensorDesc {
+        tensor,
+        shape: vec![2].into(),
+        dtype: torchlens_core::dtype::Dtype::Float32,
+        payload,
+    };
+    let op = |func: String, arg: u64, output: u64| {
+        RawEvent::Op(OpEvent {
+            func,
+            args: vec![ArgRef {
+                tensor: arg,
+                position: 0,
+                keyword: None,
+            }]
+            .into(),
+            outputs: vec![desc(output, Some(output))].into(),
+            in_place: false,
+            attributes: Vec::new(),
+            source: None,
+        })
+    };
+    let events = vec![
+        RawEvent::Module(ModuleDecl {
+            id: 0,
+            addresses: vec!["self".to_owned()],
+            class_name: format!("Model{TERMINAL_ATTACK}"),
+            container: false,
+            training: false,
+        }),
+        RawEvent::Module(ModuleDecl {
+            id: 1,
+            addresses: vec![format!("enc{TERMINAL_ATTACK}")],
+            class_name: format!("Evil{TERMINAL_ATTACK}"),
+            container: false,
+            training: false,
+        }),
+        RawEvent::Input {
+            name: format!("x{TERMINAL_ATTACK}"),
+            value: desc(0, Some(0)),
+        },
+        RawEvent::Enter { module: 0 },
+        RawEvent::Enter { module: 1 },
+        op(format!("relu{TERMINAL_ATTACK}"), 0, 1),
+        RawEvent::Exit {
+            module: 1,
+            outputs: vec![1],
+        },
+        op("sigmoid".to_owned(), 1, 2),
+        RawEvent::Exit {
+            module: 0,
+            outputs: vec![2],
+        },
+        RawEvent::Output {
+            name: "out".to_owned(),
+            tensor: 2,
+        },
+    ];
+    let mut builder =
+        torchlens_core::TraceBuilder::new(torchlens_core::model::TraceOptions::default());
+    builder
+        .ingest(events)
+        .expect("the attack's events are valid");
+    builder.finish().expect("the attack's trace finishes")
+}
+
+/// A manifest whose named fields and an extra key carry [`TERMINAL_ATTACK`].
+pub fn terminal_attack_manifest() -> torchlens_core::tlspec::Manifest {
+    torchlens_core::tlspec::Manifest {
+        backend_version: format!("2.5{TERMINAL_ATTACK}"),
+        backend_runtime: format!("cpython{TERMINAL_ATTACK}"),
+        created_at: format!("2025{TERMINAL_ATTACK}"),
+        save_level: format!("full{TERMINAL_ATTACK}"),
+        extra: vec![(format!("note{TERMINAL_ATTACK}"), TERMINAL_ATTACK.to_owned())],
+        ..manifest()
+    }
+}
+
+/// The attack trace written with pattern payloads and a payload CRC-32 table (the checksums
+/// are the file's own: the file is well formed, only its strings are hostile).
+pub fn terminal_attack_file() -> Vec<u8> {
+    let trace = terminal_attack_trace();
+    let payloads = payloads_for(&trace);
+    torchlens_core::tlspec::encode_with_payloads(&trace, &terminal_attack_manifest(), |slot| {
+        payloads.get(&slot).map(Vec::as_slice)
+    })
+    .expect("the attack file encodes")
+}
+
+/// Whether `text` holds a byte or character a terminal would act on: any C0 control but the
+/// newline, DEL, a C1 control or a bidirectional override.
+pub fn has_terminal_control(text: &str) -> bool {
+    text.chars().any(|character| {
+        character != '\n' && torchlens_core::terminal_text::is_terminal_control(character)
+    })
 }

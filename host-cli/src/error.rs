@@ -1,6 +1,7 @@
 //! Errors of the CLI: a stable code, a message, a remedy, and the exit status they end with.
 
 use crate::exit_status::ExitStatus;
+use crate::output::shown;
 use serde::Serialize;
 use thiserror::Error;
 use torchlens_host_runtime::HostError;
@@ -33,6 +34,17 @@ impl CliError {
         }
     }
 
+    /// The error as shown on a terminal: its message and remedy (which may quote strings from
+    /// the file) with control characters escaped. `Display` keeps them exact, for JSON.
+    pub fn for_terminal(&self) -> String {
+        format!(
+            "[{}] {}\n  remedy: {}",
+            shown(&self.code),
+            shown(&self.message),
+            shown(&self.remedy)
+        )
+    }
+
     /// A failed read or write of `path`.
     pub fn io(path: &std::path::Path, error: &std::io::Error) -> Self {
         Self::new(
@@ -41,6 +53,22 @@ impl CliError {
             format!("{}: {error}", path.display()),
             "check that the path exists and is readable (or writable, for outputs)",
         )
+    }
+}
+
+/// A core remedy as the CLI should say it. The core's remedies are written for every host; a
+/// few name the Python API (`tl.func`, ...), which means nothing to a `tlspec` user: those are
+/// replaced with what to do on the command line.
+fn cli_remedy(family: &str, remedy: String) -> String {
+    if !remedy.contains("tl.") {
+        return remedy;
+    }
+    match family {
+        "invalid-selector" => "write a selector expression such as `func:relu & in_module:encoder` \
+                               or `followed_by(func:conv2d, func:relu, 2)` (a window of 1 to 65536); \
+                               `tlspec ops --help` shows the grammar"
+            .to_owned(),
+        _ => "see `tlspec --help` and docs/cli.md for what this command accepts".to_owned(),
     }
 }
 
@@ -53,6 +81,7 @@ impl From<HostError> for CliError {
                 message,
                 remedy,
             } => {
+                let remedy = cli_remedy(family, remedy);
                 let exit = match family {
                     "malformed-file" | "invalid-trace" | "not-found" => ExitStatus::InvalidFile,
                     "unsupported-version" => ExitStatus::UnsupportedVersion,

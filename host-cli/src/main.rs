@@ -6,6 +6,7 @@ mod commands;
 mod error;
 mod exit_status;
 mod output;
+mod output_file;
 mod sandboxed_core;
 mod tlspec_file;
 
@@ -38,9 +39,7 @@ fn main() -> ExitCode {
     let status = match result {
         Ok(outcome) => {
             let written = if json {
-                serde_json::to_writer_pretty(&mut out, &outcome.json)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| writeln!(out))
+                writeln!(out, "{}", output::json_text(&outcome.json))
             } else {
                 out.write_all(outcome.text.as_bytes())
             };
@@ -53,9 +52,9 @@ fn main() -> ExitCode {
         Err(error) => {
             if json {
                 let body = serde_json::json!({ "error": error, "exit": error.exit.code() });
-                let _ = writeln!(out, "{body:#}");
+                let _ = writeln!(out, "{}", output::json_text(&body));
             } else {
-                eprintln!("tlspec: {error}");
+                eprintln!("tlspec: {}", error.for_terminal());
             }
             error.exit
         }

@@ -3,6 +3,16 @@
 
 use crate::exit_status::ExitStatus;
 use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt::Write;
+use torchlens_schema::terminal_text::{escape_for_terminal, is_terminal_control};
+
+/// Text from a file (or any text not written by the CLI itself) as it may be shown on a
+/// terminal: control characters and bidirectional overrides escaped. Every human rendering
+/// passes file strings through this; JSON output never does (it stays exact).
+pub fn shown(text: &str) -> Cow<'_, str> {
+    escape_for_terminal(text)
+}
 
 /// The result of a command that ran to the end.
 pub struct Outcome {
@@ -25,13 +35,41 @@ impl Outcome {
     }
 }
 
-/// Renders rows as a table with a header row, columns padded to their widest cell.
+/// `value` as pretty JSON that is exact and inert on a terminal. serde_json escapes the C0
+/// controls but writes DEL, the C1 controls and the bidirectional overrides raw; those (which
+/// can only occur inside strings, JSON's own syntax being ASCII) are written as `\uXXXX`
+/// escapes instead, which parse back to the same strings.
+pub fn json_text(value: &Value) -> String {
+    // serde_json already escapes every C0 control inside strings: a raw one is layout.
+    let raw_in_strings = |character: char| character >= ' ' && is_terminal_control(character);
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned());
+    if !pretty.chars().any(raw_in_strings) {
+        return pretty;
+    }
+    let mut inert = String::with_capacity(pretty.len() + 16);
+    for character in pretty.chars() {
+        if raw_in_strings(character) {
+            // Every such character is in the Basic Multilingual Plane: one \u escape.
+            let _ = write!(inert, "\\u{:04x}", character as u32);
+        } else {
+            inert.push(character);
+        }
+    }
+    inert
+}
+
+/// Renders rows as a table with a header row, columns padded to their widest cell. Cells are
+/// shown escaped ([`shown`]).
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| shown(cell).into_owned()).collect())
+        .collect();
     let mut widths: Vec<usize> = headers
         .iter()
         .map(|header| header.chars().count())
         .collect();
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -52,7 +90,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
         out
     };
     let mut out = line(&mut headers.iter().copied());
-    for row in rows {
+    for row in &rows {
         out.push_str(&line(&mut row.iter().map(String::as_str)));
     }
     out

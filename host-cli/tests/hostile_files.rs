@@ -17,7 +17,12 @@ const MEMORY_BOUND: u64 = 256 << 20;
 /// The exit status documented for a refusal code.
 fn expected_exit(code: &str) -> i32 {
     match code {
-        "tlspec_header_too_large" | "tlspec_rank_too_large" | "tlspec_body_too_large" => 5,
+        "tlspec_header_too_large"
+        | "tlspec_rank_too_large"
+        | "tlspec_body_too_large"
+        | "tlspec_codec_metadata_too_large"
+        | "tlspec_codec_metadata_too_deep"
+        | "tlspec_manifest_field_too_large" => 5,
         "tlspec_version_unsupported" => 4,
         _ => 3,
     }

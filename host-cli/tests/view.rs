@@ -18,10 +18,15 @@ impl Drop for Server {
     }
 }
 
-/// One HTTP/1.0 GET: the status code and the body.
+/// One HTTP/1.0 GET with the `Host` header a browser sends for the printed address.
 fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    get_as(port, path, &format!("127.0.0.1:{port}"))
+}
+
+/// One HTTP/1.0 GET with the given `Host` header: the status code and the body.
+fn get_as(port: u16, path: &str, host: &str) -> (u16, Vec<u8>) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").expect("sends");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").expect("sends");
     let mut response = Vec::new();
     stream.read_to_end(&mut response).expect("reads");
     let split = response
@@ -64,37 +69,78 @@ fn view_serves_the_page_and_the_file_and_nothing_outside() {
         .expect("the address line");
     let announced: serde_json::Value = serde_json::from_str(&line).expect("JSON");
     let url = announced["url"].as_str().expect("a url");
-    let port: u16 = url
-        .trim_start_matches("http://127.0.0.1:")
-        .split('/')
+    let rest = url.trim_start_matches("http://127.0.0.1:");
+    let mut parts = rest.split('/');
+    let port: u16 = parts
         .next()
         .and_then(|port| port.parse().ok())
         .expect("a port");
-    assert!(url.ends_with("/?file=/trace.tlspec"), "{url}");
+    // Everything is served under a random path token printed in the address.
+    let token = parts.next().expect("a token").to_owned();
+    assert_eq!(token.len(), 32, "{url}");
+    assert!(token.bytes().all(|byte| byte.is_ascii_hexdigit()), "{url}");
+    assert!(
+        url.ends_with(&format!("/{token}/?file=/{token}/trace.tlspec")),
+        "{url}"
+    );
+    let page_path = format!("/{token}/?file=/{token}/trace.tlspec");
+    let trace_path = format!("/{token}/trace.tlspec");
 
-    let (status, page) = get(port, "/?file=/trace.tlspec");
+    let (status, page) = get(port, &page_path);
     assert_eq!(status, 200);
     assert_eq!(
         page,
         std::fs::read(web_root.join("index.html")).expect("page")
     );
-    let (status, script) = get(port, "/js/main.js");
+    let (status, script) = get(port, &format!("/{token}/js/main.js"));
     assert_eq!(status, 200);
     assert_eq!(
         script,
         std::fs::read(web_root.join("js/main.js")).expect("script")
     );
-    let (status, served) = get(port, "/trace.tlspec");
+    let (status, served) = get(port, &trace_path);
     assert_eq!(status, 200);
     assert_eq!(served, bytes);
+    // `localhost` names this server too.
+    assert_eq!(
+        get_as(port, &trace_path, &format!("localhost:{port}")).0,
+        200
+    );
     for outside in [
-        "/../Cargo.toml",
-        "/%2e%2e/Cargo.toml",
-        "/js/../../Cargo.toml",
-        "/nothing.js",
+        "/../Cargo.toml".to_owned(),
+        format!("/{token}/../Cargo.toml"),
+        format!("/{token}/%2e%2e/Cargo.toml"),
+        format!("/{token}/js/../../Cargo.toml"),
+        format!("/{token}/nothing.js"),
+        // Without the token, nothing is served: not the page, not the file.
+        "/".to_owned(),
+        "/trace.tlspec".to_owned(),
+        "/js/main.js".to_owned(),
+        format!("/{}/trace.tlspec", "0".repeat(32)),
     ] {
-        assert_eq!(get(port, outside).0, 404, "{outside}");
+        assert_eq!(get(port, &outside).0, 404, "{outside}");
     }
+    // A foreign Host (a DNS-rebinding name, another port, none at all) gets nothing, even with
+    // the token.
+    for host in [
+        "evil.example:1234".to_owned(),
+        format!("evil.example:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        "127.0.0.1".to_owned(),
+        "localhost".to_owned(),
+    ] {
+        let (status, body) = get_as(port, &trace_path, &host);
+        assert_eq!(status, 403, "{host}");
+        assert!(body.is_empty(), "{host}");
+    }
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    write!(stream, "GET {trace_path} HTTP/1.0\r\n\r\n").expect("sends");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.0 403") || response.starts_with("HTTP/1.1 403"),
+        "{response}"
+    );
 }
 
 #[test]
@@ -112,7 +158,7 @@ fn view_refuses_a_broken_file_before_serving() {
         )
         .output()
         .expect("runs");
-    assert_eq!(output.status.code(), Some(5));
+    assert_eq!(output.status.code(), Some(3));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(json["error"]["code"], "tlspec_header_too_large");
+    assert_eq!(json["error"]["code"], "tlspec_not_a_tlspec");
 }

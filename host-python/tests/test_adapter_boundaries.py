@@ -10,6 +10,7 @@ import ast
 import copy
 import dataclasses
 import os
+import re
 
 import numpy
 import pytest
@@ -129,6 +130,27 @@ def test_the_kit_never_branches_on_a_backend_name():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
                 words = {word.split(".")[0] for word in node.value.replace(":", " ").split()}
                 assert not words & names, f"adapter_kit/{file}:{node.lineno} names {words & names}"
+
+
+def test_the_kit_names_no_framework_even_in_its_prose():
+    """The kit is written for any framework: its comments and docstrings describe needs
+    ("a meta device", "a module class that is a dict"), never a backend by name."""
+    # NumPy is the kit's neutral host array (and the test plugin's framework), not a backend's.
+    names = (set(tl.backends.names()) | FRAMEWORK_WORDS) - {"numpy"}
+    pattern = re.compile(r"\b(" + "|".join(sorted(names)) + r")\b", re.IGNORECASE)
+    kit = os.path.join(os.path.dirname(tl.__file__), "adapter_kit")
+    found = []
+    for file in sorted(os.listdir(kit)):
+        if file.endswith(".py"):
+            with open(os.path.join(kit, file), encoding="utf-8") as handle:
+                for number, line in enumerate(handle, 1):
+                    if pattern.search(line):
+                        found.append(f"adapter_kit/{file}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+#: Framework and module-library names beside the registered backends' names.
+FRAMEWORK_WORDS = {"tensorflow", "keras", "flax", "equinox", "pytorch", "jnp", "mx", "numpy_adapter"}
 
 
 #: What a function-local import may name, each with why it waits for first use. Importing

@@ -119,6 +119,56 @@ def test_a_narrow_save_keeps_exactly_the_matched_ops_and_the_leaves(name):
 
 
 @pytest.mark.parametrize("name", backend_params())
+def test_selector_text_means_what_the_cli_and_viewer_read(name):
+    # One grammar in every host: the core parses the text, so the string and the selector built
+    # from Python calls pick the same ops, in save= and in select.
+    _spec, _adapter, model, args = _built(name)
+    full = tl.trace(model, args, backend=name)
+    target = [op for op in full.ops if op.kind == "compute"][-2]
+    text = f"label:{target.label} | (func:{target.func_name} & ~label:{target.label})"
+    built = tl.label(target.label) | (tl.func(target.func_name) & ~tl.label(target.label))
+    assert [op.label for op in full.select(text)] == [op.label for op in full.select(built)]
+    assert target.label in [op.label for op in full.select(text)]
+    narrow = tl.trace(model, args, backend=name, save=f"label:{target.label}")
+    assert target.label in {op.label for op in narrow.saved_ops}
+    assert {op.label for op in narrow.saved_ops if op.kind == "compute"} == {target.label}
+
+
+@pytest.mark.parametrize("name", backend_params())
+def test_one_predicate_reads_the_same_names_during_capture_and_on_the_trace(name):
+    # out, value, shape, dtype, func_name, module and module_stack answer alike on a live op's
+    # RecordContext and on a finished trace's Op: one tl.where serves save= and select.
+    spec, _adapter, model, args = _built(name)
+    full = tl.trace(model, args, backend=name)
+    target = [op for op in full.ops if op.kind == "compute"][-2]
+
+    def predicate(op):
+        return (
+            op.func_name == target.func_name
+            and op.module == target.module
+            and list(op.module_stack) == list(target.module_stack)
+            and tuple(op.shape) == tuple(target.shape)
+            and op.dtype == target.dtype
+            and op.out is not None
+            and op.value is op.out
+        )
+
+    chosen = [op.label for op in full.select(tl.where(predicate))]
+    assert target.label in chosen
+    if spec.capabilities.get("save_value_dependent"):
+        narrow = tl.trace(model, args, backend=name, save=tl.where(predicate))
+        assert [op.label for op in narrow.saved_ops if op.kind == "compute"] == chosen
+    if spec.capabilities.get("intervene"):
+        try:
+            edited = tl.trace(model, args, backend=name, intervene=tl.when(predicate, tl.scale(1.0)))
+        except BackendUnsupportedError as refused:
+            # Backends whose values are lazy, or edited only at wrapped entry points, say so.
+            assert refused.code == "value_dependent_predicate"
+        else:
+            assert [op.label for op in edited.ops if op.is_edited] == chosen
+
+
+@pytest.mark.parametrize("name", backend_params())
 def test_a_warning_from_the_capture_points_at_the_callers_line(name):
     _spec, _adapter, model, args = _built(name)
     with pytest.warns(tl.errors.SelectorMatchedNothingWarning) as caught:

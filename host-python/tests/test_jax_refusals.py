@@ -177,3 +177,15 @@ def test_editing_a_finished_jax_trace_refuses(tmp_path):
     with pytest.raises(tl.BackendUnsupportedError) as loaded:
         tl.load(str(path)).fork()
     assert loaded.value.framework == "jax"
+
+
+@pytest.mark.parametrize(
+    "function",
+    [lambda x: "done", lambda x: (x * 2, ["a label"]), lambda x: {"value": x, "note": object()}],
+)
+def test_a_function_returning_something_other_than_arrays_is_a_typed_error(function):
+    # JAX alone would say that a function in the adapter returned an invalid JAX type.
+    with pytest.raises(tl.TorchLensError) as caught:
+        tl.trace(function, jnp.ones(3))
+    assert caught.value.code == "model_output_unsupported"
+    assert "roots.py" not in str(caught.value)

@@ -82,3 +82,28 @@ def test_unknown_backend_and_bad_selectors_are_typed_errors():
     assert caught.value.code == "backend_unknown"
     with pytest.raises(TypeError):
         tl.func(3)
+
+
+def test_the_installed_package_is_typed_for_its_users_tools():
+    # PEP 561: py.typed marks the package's annotations as its types; the extension's types are
+    # in its stub, which must name what the package reads from it.
+    import torchlens
+
+    folder = os.path.dirname(torchlens.__file__)
+    assert os.path.isfile(os.path.join(folder, "py.typed"))
+    stub = open(os.path.join(folder, "_native.pyi"), encoding="utf-8").read()
+    from torchlens._hosts.native import native_extension
+
+    native = native_extension()
+    for name in (
+        "Core",
+        "Session",
+        "Trace",
+        "core",
+        "untrusted_core",
+        "embedded_component",
+        "WASMTIME_VERSION",
+    ):
+        assert hasattr(native, name) and (
+            f"class {name}" in stub or f"def {name}" in stub or f"{name}:" in stub
+        )

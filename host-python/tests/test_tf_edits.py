@@ -65,6 +65,22 @@ def test_add_and_a_callable_action(tf, models):
     )
 
 
+def test_a_callable_reads_the_op_context_and_may_return_numpy(tf, models):
+    model, x = models.mlp()
+    seen = []
+
+    def halve(value, ctx):
+        seen.append((ctx.func_name, ctx.shape))
+        return value.numpy() * 0.5  # converted back to a tensor of the value's dtype
+
+    edited = tl.trace(model, x, backend="tf", intervene=tl.when(tl.func("relu"), halve))
+    assert seen == [("relu", (2, 8))]
+    np.testing.assert_allclose(
+        edited.outputs[0].out.numpy(), _mlp_by_hand(model, x, lambda h: h * 0.5), rtol=1e-5, atol=1e-6
+    )
+    assert edited.validation_replay_status.state == "passed"
+
+
 def test_an_op_outside_the_wrap_layer_is_unreachable(tf, models):
     model, x = models.mlp()
     with pytest.raises(BackendUnsupportedError) as caught:

@@ -467,3 +467,14 @@ def test_a_buffer_or_constant_an_op_changes_is_saved_as_the_op_read_it(path, sav
     ]
     assert float(model.steps) == 1.0 and int(model.norm.num_batches_tracked) == 1
     assert not torch.equal(model.norm.running_mean, read[1])
+
+
+def test_a_meta_device_trace_validates_as_unavailable_not_failed():
+    # Meta tensors carry shapes and dtypes only: nothing was wrong, there is nothing to replay.
+    layers = torch.nn
+    model = layers.Sequential(layers.Linear(3, 4), layers.ReLU(), layers.Linear(4, 2)).to("meta")
+    trace = tl.trace(model, torch.randn(2, 3, device="meta"))
+    assert [list(op.shape) for op in trace.outputs] == [[2, 2]]
+    status = trace.validate_forward_pass()
+    assert status.state == "unavailable" and status.reason == "values_not_materialized"
+    assert trace.validation_replay_status.state == "unavailable"

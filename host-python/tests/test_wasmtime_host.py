@@ -150,7 +150,11 @@ def test_refusals_are_the_same_typed_errors_under_both_hosts():
             core.parse_tlspec_header(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ", 100)
         with pytest.raises(tl.TorchLensError) as selector:
             core.classify_selector(([("and", [5])], 0))
-        caught.append([(type(error.value), error.value.code) for error in (stopped, malformed, selector)])
+        with pytest.raises(tl.TorchLensError) as expression:
+            core.parse_selector("func:relu &")
+        caught.append(
+            [(type(error.value), error.value.code) for error in (stopped, malformed, selector, expression)]
+        )
     assert caught[1] == caught[0]
     assert caught[0][0][1] == "events_unknown_frontier_value"
 
@@ -161,6 +165,8 @@ def test_the_backend_contract_answers_alike_under_both_hosts():
     assert pure.validation_reasons() == native.validation_reasons()
     assert pure.capabilities() == native.capabilities()
     assert pure.op_type("__radd__") == native.op_type("__radd__") == "add"
+    expression = "followed_by(func:linear, relu, 2) & ~in_module:encoder | upstream_of(module:head:2)"
+    assert pure.parse_selector(expression) == native.parse_selector(expression)
     decisions = [(0, "passed", ""), (1, "failed", "mismatch"), (2, "not_replayable", "")]
     assert pure.fold_validation(decisions, True) == native.fold_validation(decisions, True)
     flags = [(name, False) for name, _, _ in native.capabilities()]
@@ -214,6 +220,8 @@ def test_the_pure_wheel_carries_the_embedded_component_and_needs_wasmtime(tmp_pa
     assert not [name for name in names if name.endswith((".so", ".pyd", ".pyc"))]
     assert "torchlens/_hosts/wasmtime_py/runtime.py" in names
     assert "torchlens/backends/torch/scorecard.json" in names
+    # Typed for its users' tools, as the platform wheel is (test_package.py).
+    assert "torchlens/py.typed" in names and "torchlens/_native.pyi" in names
 
 
 @pytest.mark.parametrize("host", ["native", "wasmtime-py"])

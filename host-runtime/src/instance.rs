@@ -278,6 +278,11 @@ impl CoreInstance {
         self.call_infallible(|core, store| core.call_op_type(store, func_name))
     }
 
+    /// `text` with its terminal control characters escaped, as every host shows file strings.
+    pub fn escape_terminal_text(&mut self, text: &str) -> Result<String, HostError> {
+        self.call_infallible(|core, store| core.call_escape_terminal_text(store, text))
+    }
+
     /// Keeps payload references only for the adapter's payload `slots`.
     pub fn keep_payloads(&mut self, trace: ResourceAny, slots: &[u64]) -> Result<(), HostError> {
         self.call_infallible(|core, store| core.trace().call_keep_payloads(store, trace, slots))

@@ -263,6 +263,10 @@ impl Guest for Component {
         crate::build::naming::op_type(&func_name)
     }
 
+    fn escape_terminal_text(text: String) -> String {
+        crate::terminal_text::escape_for_terminal(&text).into_owned()
+    }
+
     fn classify_selector(value: wit::Selector) -> Result<wit::SelectorClass, wit::CoreError> {
         let value = selector(value);
         value.validate().map_err(core_error)?;

@@ -270,6 +270,10 @@ pub const VALIDATION_REASONS: &[ValidationReason] = &[
     ),
     reason("nothing_replayed", "no op could be replayed"),
     reason(
+        "values_not_materialized",
+        "the values have shapes but no data (a meta device): nothing to replay",
+    ),
+    reason(
         "no_perturbable_parent",
         "no parent could be perturbed to show it matters",
     ),

@@ -2,6 +2,7 @@
 
 use super::{GraphLayout, LayoutNode, NodeKind};
 use crate::model::OpKind;
+use crate::terminal_text::is_terminal_control;
 use std::fmt::Write;
 
 /// Escapes text for XML content and double-quoted attribute values.
@@ -16,6 +17,13 @@ fn escape(text: &str) -> String {
             '\'' => escaped.push_str("&apos;"),
             // Control characters are not allowed in XML 1.0 at all; drop them.
             c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {}
+            // DEL, the C1 controls and the bidirectional overrides are allowed in XML but act on
+            // a terminal the SVG is printed to (`tlspec draw` writes to standard output): as
+            // character references they draw the same and reach no terminal raw.
+            // (Tab, newline and carriage return, kept above, are layout, not controls here.)
+            c if c > '\u{7e}' && is_terminal_control(c) => {
+                let _ = write!(escaped, "&#x{:x};", c as u32);
+            }
             c => escaped.push(c),
         }
     }

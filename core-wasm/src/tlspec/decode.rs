@@ -86,6 +86,9 @@ fn header_length_with(first8: &[u8], limits: &Limits) -> CoreResult<u64> {
         .and_then(|bytes| bytes.try_into().ok())
         .ok_or_else(|| too_short("the file"))?;
     let length = u64::from_le_bytes(bytes);
+    if length > limits.max_header_bytes && length >> 32 != 0 {
+        return Err(not_a_tlspec_at_all(&bytes));
+    }
     if length > limits.max_header_bytes {
         return Err(limit(
             "tlspec_header_too_large",
@@ -156,6 +159,35 @@ pub fn parse_header_with(
     let mut info = interpret(raw, json_length, data_available, file_length, limits)?;
     info.header_crc32 = integrity::crc32(header);
     Ok(info)
+}
+
+/// The first 8 bytes of a file that is no safetensors file at all. A safetensors header length
+/// is a little-endian `u64` far below 4 GiB (readers refuse more than 100 MB), so its last four
+/// bytes are zero; text, a zip archive (`torch.save`), a pickle or an image puts bytes there.
+/// Told apart from a damaged `.tlspec` (a header length past the limit but below 4 GiB stays
+/// `tlspec_header_too_large`), so a wrong file is "not a .tlspec", not "damaged or hostile".
+fn not_a_tlspec_at_all(first8: &[u8; 8]) -> CoreError {
+    let looks_like = if first8.starts_with(b"PK\x03\x04") {
+        "a zip archive (torch.save and numpy.savez write these)"
+    } else if first8[0] == 0x80 && (2..=5).contains(&first8[1]) {
+        "a Python pickle"
+    } else if first8.starts_with(b"\x93NUMPY") {
+        "a NumPy .npy file"
+    } else if first8.starts_with(b"\x89HDF") {
+        "an HDF5 file"
+    } else if first8
+        .iter()
+        .all(|byte| byte.is_ascii_graphic() || byte.is_ascii_whitespace())
+    {
+        "text"
+    } else {
+        "some other kind of file"
+    };
+    malformed(
+        "tlspec_not_a_tlspec",
+        format!("not a .tlspec (nor any safetensors file): its first bytes look like {looks_like}"),
+        "give the path of a .tlspec file (one TorchLens saved)",
+    )
 }
 
 fn not_tlspec(message: &str) -> CoreError {

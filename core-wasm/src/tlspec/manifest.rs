@@ -1,6 +1,9 @@
 //! The manifest: the safetensors `__metadata__` map of a `.tlspec` (string to string).
 
 use super::errors::malformed;
+use super::manifest_bounds::{
+    check_codec_metadata, check_codec_metadata_to_write, check_short_field,
+};
 use super::{FORMAT, FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult, ErrorKind};
 use serde::{Deserialize, Serialize};
@@ -61,6 +64,7 @@ impl Manifest {
         logical_dtypes: String,
         body_crc32: u32,
     ) -> CoreResult<BTreeMap<String, String>> {
+        check_codec_metadata_to_write(&self.codec_metadata)?;
         let mut map = BTreeMap::new();
         map.insert("format".to_string(), FORMAT.to_string());
         map.insert("format_version".to_string(), FORMAT_VERSION.to_string());
@@ -162,15 +166,26 @@ impl Manifest {
                 .into_iter()
                 .collect(),
         };
-        let mut take = |key: &str| map.remove(key).unwrap_or_default();
+        let mut take_short = |key: &str| {
+            let value = map.remove(key).unwrap_or_default();
+            check_short_field(key, &value).map(|()| value)
+        };
+        let backend = take_short("backend")?;
+        let backend_runtime = take_short("backend_runtime")?;
+        let backend_version = take_short("backend_version")?;
+        let payload_policy = take_short("payload_policy")?;
+        let save_level = take_short("save_level")?;
+        let created_at = take_short("created_at")?;
+        let codec_metadata = map.remove("codec_metadata").unwrap_or_default();
+        check_codec_metadata(&codec_metadata)?;
         let manifest = Manifest {
-            backend: take("backend"),
-            backend_runtime: take("backend_runtime"),
-            backend_version: take("backend_version"),
-            payload_policy: take("payload_policy"),
-            save_level: take("save_level"),
-            created_at: take("created_at"),
-            codec_metadata: take("codec_metadata"),
+            backend,
+            backend_runtime,
+            backend_version,
+            payload_policy,
+            save_level,
+            created_at,
+            codec_metadata,
             payload_checksums,
             extra: map.into_iter().collect(),
         };

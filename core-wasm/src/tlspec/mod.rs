@@ -31,6 +31,7 @@ mod header;
 mod integrity;
 mod limits;
 mod manifest;
+mod manifest_bounds;
 mod source_paths;
 mod validate;
 
@@ -41,7 +42,9 @@ pub use decode::{
 pub use dtype_map::{storage_dtype, StorageDtype};
 pub use encode::{encode_layout, encode_with_payloads, EncodedLayout, PayloadPlacement};
 pub use integrity::{crc32, crc_table_bytes, crc_table_entries, CRC_TABLE_ENTRY_BYTES};
-pub use limits::{Limits, MAX_RANK};
+pub use limits::{
+    Limits, MAX_CODEC_METADATA_BYTES, MAX_CODEC_METADATA_DEPTH, MAX_MANIFEST_FIELD_BYTES, MAX_RANK,
+};
 pub use manifest::{Manifest, SOURCE_PATHS_KEY};
 pub use validate::validate_trace;
 

@@ -5,7 +5,7 @@
 
 use crate::error::CliError;
 use crate::exit_status::ExitStatus;
-use crate::output::{bytes, Outcome};
+use crate::output::{bytes, shown, Outcome};
 use crate::tlspec_file::{OpenedTrace, CHUNK_BYTES};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -94,7 +94,7 @@ pub fn run(file: &mut OpenedTrace) -> Result<Outcome, CliError> {
         let _ = writeln!(
             text,
             "DAMAGED     {}: CRC-32 {} recorded, {} read",
-            bad["label"].as_str().unwrap_or_default(),
+            shown(bad["label"].as_str().unwrap_or_default()),
             bad["expected_crc32"].as_str().unwrap_or_default(),
             bad["actual_crc32"].as_str().unwrap_or_default()
         );

@@ -11,6 +11,21 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use torchlens_host_runtime::wit;
 
+/// Refuses a `--tolerance` that is not a finite number ≥ 0: NaN would make every comparison
+/// false (a silent "no difference"), a negative one could never be met.
+pub fn check_tolerance(tolerance: f64) -> Result<(), CliError> {
+    if tolerance.is_finite() && tolerance >= 0.0 {
+        return Ok(());
+    }
+    Err(CliError::new(
+        ExitStatus::Usage,
+        "usage_invalid_tolerance",
+        format!("--tolerance {tolerance} is not a finite number of at least 0"),
+        "give the largest element difference to treat as equal, for example --tolerance 1e-6 \
+         (0, the default, asks for exact equality)",
+    ))
+}
+
 /// Runs `diff`.
 pub fn run(
     core: &mut SandboxedCore,

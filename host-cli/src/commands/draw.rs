@@ -2,8 +2,8 @@
 //! with `--full`, or the backward graph with `--backward`).
 
 use crate::error::CliError;
-use crate::exit_status::ExitStatus;
-use crate::output::Outcome;
+use crate::output::{shown, Outcome};
+use crate::output_file::write_output_file;
 use crate::sandboxed_core::SandboxedCore;
 use crate::tlspec_file::OpenedTrace;
 use serde_json::json;
@@ -33,11 +33,11 @@ pub fn run(
     let svg = core.instance().svg(file.trace, &layout_view)?;
     match output {
         Some(path) => {
-            write_atomically(path, svg.as_bytes())?;
+            write_output_file(path, svg.as_bytes())?;
             let json = json!({"view": view_name, "output": path.display().to_string(), "bytes": svg.len()});
             let text = format!(
                 "wrote {} ({view_name} view, {} bytes)\n",
-                path.display(),
+                shown(&path.display().to_string()),
                 svg.len()
             );
             Ok(Outcome::success(json, text))
@@ -47,32 +47,4 @@ pub fn run(
             svg,
         )),
     }
-}
-
-/// Writes through a temporary file in the same folder, so a failed write leaves no half file.
-fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), CliError> {
-    let folder = path
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty());
-    let name = path.file_name().ok_or_else(|| {
-        CliError::new(
-            ExitStatus::Usage,
-            "usage_invalid_output",
-            format!("{} does not name a file", path.display()),
-            "give a file path to --output",
-        )
-    })?;
-    let mut temporary_name = std::ffi::OsString::from(".");
-    temporary_name.push(name);
-    temporary_name.push(".partial");
-    let temporary = folder.map_or_else(
-        || temporary_name.clone().into(),
-        |folder| folder.join(&temporary_name),
-    );
-    std::fs::write(&temporary, contents)
-        .and_then(|()| std::fs::rename(&temporary, path))
-        .map_err(|error| {
-            let _ = std::fs::remove_file(&temporary);
-            CliError::io(path, &error)
-        })
 }

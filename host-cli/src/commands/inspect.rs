@@ -1,7 +1,7 @@
 //! `tlspec inspect`: what the file holds, from the header and the trace body only.
 
 use crate::error::CliError;
-use crate::output::{bytes, Outcome};
+use crate::output::{bytes, shown, Outcome};
 use crate::sandboxed_core::SandboxedCore;
 use crate::tlspec_file::OpenedTrace;
 use serde_json::json;
@@ -54,8 +54,9 @@ pub fn run(core: &mut SandboxedCore, file: &OpenedTrace) -> Result<Outcome, CliE
     });
 
     let mut text = String::new();
+    // Every value below may carry strings from the file: each line is shown escaped.
     let mut line = |key: &str, value: String| {
-        let _ = writeln!(text, "{key:<12}{value}");
+        let _ = writeln!(text, "{key:<12}{}", shown(&value));
     };
     line(
         "file",

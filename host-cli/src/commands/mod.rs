@@ -19,6 +19,10 @@ use std::path::Path;
 
 /// Runs a subcommand.
 pub fn run(command: &Command, settings: SandboxSettings, json: bool) -> Result<Outcome, CliError> {
+    // Arguments are checked before the sandbox starts or any file is opened.
+    if let Command::Diff { tolerance, .. } = command {
+        diff::check_tolerance(*tolerance)?;
+    }
     let mut core = SandboxedCore::start(settings)?;
     let open = |path: &Path, core: &mut SandboxedCore| {
         OpenedTrace::open(core.instance(), path, settings.memory_mib)

@@ -1,16 +1,51 @@
 //! `tlspec view FILE`: serves the browser viewer (`host-web/www/`) and the file on a localhost
 //! port and prints the address that opens it. The server has no logic beyond static files: the
 //! page's own copy of the core reads the file inside the browser. It runs until interrupted.
+//!
+//! Other web pages the user has open must not read the trace. So the server answers only
+//! requests whose `Host` header names this server (`127.0.0.1:<port>` or `localhost:<port>`),
+//! which a DNS-rebinding name never does, and serves everything under a random path token
+//! (128 bits from the operating system) printed in the address: a page that cannot see the
+//! address cannot guess where the file is.
 
 use crate::error::CliError;
 use crate::exit_status::ExitStatus;
+use crate::output::shown;
 use crate::tlspec_file::OpenedTrace;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use tiny_http::{Header, Response, Server};
 
-/// The path the file is served under.
-const TRACE_PATH: &str = "/trace.tlspec";
+/// The path the file is served under, below the token.
+const TRACE_NAME: &str = "trace.tlspec";
+
+/// A random path token: 16 bytes from the operating system's random source, as hex.
+fn path_token() -> Result<String, CliError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|error| {
+        CliError::new(
+            ExitStatus::Internal,
+            "view_no_randomness",
+            format!("the operating system gave no random bytes for the address: {error}"),
+            "report this as a bug",
+        )
+    })?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// Whether a request's `Host` header names this server: `127.0.0.1:<port>` or
+/// `localhost:<port>` (any case), and nothing else.
+fn host_allowed(request: &tiny_http::Request, port: u16) -> bool {
+    let mut hosts = request
+        .headers()
+        .iter()
+        .filter(|header| header.field.equiv("Host"));
+    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+        return false;
+    };
+    let host = host.value.as_str().to_ascii_lowercase();
+    host == format!("127.0.0.1:{port}") || host == format!("localhost:{port}")
+}
 
 /// Where the page lives when `--web-root` and `TORCHLENS_WEB_ROOT` say nothing: the source
 /// tree this binary was built from (`make web` builds the page there).
@@ -53,7 +88,10 @@ pub fn run(
         .server_addr()
         .to_ip()
         .map_or(port, |address| address.port());
-    let url = format!("http://127.0.0.1:{address}/?file={TRACE_PATH}");
+    let token = path_token()?;
+    let prefix = format!("/{token}/");
+    let trace_path = format!("{prefix}{TRACE_NAME}");
+    let url = format!("http://127.0.0.1:{address}{prefix}?file={trace_path}");
     let mut stdout = std::io::stdout();
     let announced = if json {
         writeln!(stdout, "{}", serde_json::json!({ "url": url }))
@@ -61,7 +99,7 @@ pub fn run(
         writeln!(
             stdout,
             "serving {} on {url}\n(open it in a browser; Ctrl-C stops)",
-            file.path.display()
+            shown(&file.path.display().to_string())
         )
     };
     announced
@@ -70,20 +108,25 @@ pub fn run(
     if !root.join("pkg").is_dir() {
         eprintln!(
             "tlspec view: {} has no pkg/ (run `make web`); the page will not load the core",
-            root.display()
+            shown(&root.display().to_string())
         );
     }
     for request in server.incoming_requests() {
+        if !host_allowed(&request, address) {
+            let _ = request.respond(Response::empty(403));
+            continue;
+        }
         let path = request
             .url()
             .split(['?', '#'])
             .next()
             .unwrap_or("/")
             .to_owned();
-        let target = if path == TRACE_PATH {
+        let target = if path == trace_path {
             Some(file.path.clone())
         } else {
-            static_file(&root, &path)
+            path.strip_prefix(&prefix)
+                .and_then(|inside| static_file(&root, inside))
         };
         let opened = target.and_then(|target| {
             std::fs::File::open(&target)

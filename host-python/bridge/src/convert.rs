@@ -53,6 +53,39 @@ pub fn selector(value: &Bound<'_, PyAny>) -> PyResult<wit::Selector> {
     Ok(wit::Selector { nodes, root })
 }
 
+/// A checked selector from the core as the arena `(nodes, root)` that [`selector`] reads back.
+pub fn selector_arena(py: Python<'_>, selector: wit::Selector) -> PyResult<Bound<'_, PyAny>> {
+    let leaf = |kind: &str, value: String| (kind, value).into_pyobject(py).map(Bound::into_any);
+    let index = |kind: &str, child: u32| (kind, child).into_pyobject(py).map(Bound::into_any);
+    let temporal = |kind: &str, t: wit::Temporal| {
+        (kind, (t.first, t.other, t.within))
+            .into_pyobject(py)
+            .map(Bound::into_any)
+    };
+    let nodes = selector
+        .nodes
+        .into_iter()
+        .map(|node| match node {
+            wit::SelectorNode::Func(name) => leaf("func", name),
+            wit::SelectorNode::Label(text) => leaf("label", text),
+            wit::SelectorNode::LabelContains(text) => leaf("label_contains", text),
+            wit::SelectorNode::Module(address) => leaf("module", address),
+            wit::SelectorNode::InModule(address) => leaf("in_module", address),
+            wit::SelectorNode::And(parts) => ("and", parts).into_pyobject(py).map(Bound::into_any),
+            wit::SelectorNode::Or(parts) => ("or", parts).into_pyobject(py).map(Bound::into_any),
+            wit::SelectorNode::Not(child) => index("not", child),
+            wit::SelectorNode::FollowedBy(value) => temporal("followed_by", value),
+            wit::SelectorNode::PrecededBy(value) => temporal("preceded_by", value),
+            wit::SelectorNode::DownstreamOf(seed) => index("downstream_of", seed),
+            wit::SelectorNode::UpstreamOf(seed) => index("upstream_of", seed),
+            wit::SelectorNode::Where(id) => index("where", id),
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    (nodes, selector.root)
+        .into_pyobject(py)
+        .map(Bound::into_any)
+}
+
 pub fn selector_class_name(class: wit::SelectorClass) -> &'static str {
     match class {
         wit::SelectorClass::Static => "static",

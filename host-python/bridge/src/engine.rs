@@ -157,6 +157,13 @@ impl Core {
             .py_result(py)
     }
 
+    /// `text` with its terminal control characters escaped (the reprs of file strings).
+    fn escape_terminal_text(&self, py: Python<'_>, text: &str) -> PyResult<String> {
+        self.instance
+            .with(|core| core.escape_terminal_text(text))
+            .py_result(py)
+    }
+
     /// Checks a selector arena and returns its class (`static`, `temporal`,
     /// `value-dependent`).
     fn classify_selector(&self, py: Python<'_>, selector: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -166,6 +173,20 @@ impl Core {
             .with(|core| core.call(|guest, store| guest.call_classify_selector(store, &selector)))
             .py_result(py)?;
         Ok(crate::convert::selector_class_name(class).to_string())
+    }
+
+    /// Parses a selector expression (`func:relu & in_module:encoder`, the CLI's and the
+    /// viewer's language) into a checked arena `(nodes, root)`.
+    fn parse_selector<'py>(
+        &self,
+        py: Python<'py>,
+        expression: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let selector = self
+            .instance
+            .with(|core| core.parse_selector(expression))
+            .py_result(py)?;
+        crate::convert::selector_arena(py, selector)
     }
 
     /// Rebuilds a trace from its postcard body bytes.
@@ -299,6 +320,32 @@ pub fn core(py: Python<'_>) -> PyResult<Core> {
     }
     let instance = SharedInstance::new(runtime.instantiate().py_result(py)?);
     CORE.with(|cell| *cell.borrow_mut() = Some(instance.clone()));
+    Ok(Core { instance, runtime })
+}
+
+/// The compiled component under the CLI's limits, for files from anyone (compiled once).
+static UNTRUSTED_RUNTIME: OnceLock<Arc<CoreRuntime>> = OnceLock::new();
+
+/// A new core instance under the CLI's sandbox limits (`SandboxLimits::untrusted()`: a 512 MiB
+/// memory cap, a fuel budget and a 30 s deadline per call), for `tl.load(path, untrusted=True)`.
+/// Each call gets its own instance, so a file that exhausts one takes no other trace with it.
+#[pyfunction]
+pub fn untrusted_core(py: Python<'_>) -> PyResult<Core> {
+    let runtime = match UNTRUSTED_RUNTIME.get() {
+        Some(runtime) => runtime.clone(),
+        None => {
+            let runtime = Arc::new(
+                CoreRuntime::from_component_bytes_cached(
+                    EMBEDDED_COMPONENT,
+                    default_cache_dir().as_deref(),
+                    SandboxLimits::untrusted(),
+                )
+                .py_result(py)?,
+            );
+            UNTRUSTED_RUNTIME.get_or_init(|| runtime).clone()
+        }
+    };
+    let instance = SharedInstance::new(runtime.instantiate().py_result(py)?);
     Ok(Core { instance, runtime })
 }
 

@@ -4,6 +4,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use torchlens_host_runtime::HostError;
+use torchlens_schema::terminal_text::escape_for_terminal;
 
 /// The Python exception class for an error family.
 fn class_name(error: &HostError) -> &'static str {
@@ -37,6 +38,9 @@ pub fn to_py(py: Python<'_>, error: HostError) -> PyErr {
             "reinstall torchlens if this persists".to_string(),
         ),
     };
+    // A message may quote a file's strings (a tensor name, a label) and ends up in a traceback
+    // on a terminal: shown with its control characters escaped, like every host's text.
+    let message = escape_for_terminal(&message).into_owned();
     let code = error.code().to_string();
     let built = py
         .import("torchlens.errors")

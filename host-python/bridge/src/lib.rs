@@ -22,6 +22,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<session::PreparedEvents>()?;
     module.add_class::<trace::Trace>()?;
     module.add_function(wrap_pyfunction!(engine::core, module)?)?;
+    module.add_function(wrap_pyfunction!(engine::untrusted_core, module)?)?;
     module.add_function(wrap_pyfunction!(engine::embedded_component, module)?)?;
     module.add(
         "WASMTIME_VERSION",

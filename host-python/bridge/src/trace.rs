@@ -12,6 +12,10 @@ type PlacementRow = (u32, u64, String, u64, u64, String);
 /// What `encode` returns: prefix bytes, placements, the CRC-32 table's offset, file length.
 type EncodedRows<'py> = (Bound<'py, PyBytes>, Vec<PlacementRow>, Option<u64>, u64);
 
+/// Ops one `ops` call copies out of the component at most (an op's record is a few hundred
+/// bytes, so a page is a few megabytes).
+pub const OPS_PER_CALL: u32 = 16_384;
+
 /// A trace inside the core.
 #[pyclass(module = "torchlens._native")]
 pub struct Trace {
@@ -37,21 +41,32 @@ impl Trace {
         convert::trace_info(py, &info)
     }
 
-    /// Ops `start .. start + count` as dicts.
+    /// Ops `start .. start + count` as dicts, fetched a page at a time: one call copies at most
+    /// [`OPS_PER_CALL`] ops out of the component, which bounds what any call moves across the
+    /// boundary however large the trace (wasmtime stops a call that copies too much).
     #[pyo3(signature = (start=0, count=u32::MAX))]
     fn ops<'py>(&self, py: Python<'py>, start: u32, count: u32) -> PyResult<Bound<'py, PyList>> {
         let handle = self.handle;
-        let ops = self
-            .instance
-            .with(|core| {
-                core.call_infallible(|guest, store| {
-                    guest.trace().call_ops(store, handle, start, count)
-                })
-            })
-            .py_result(py)?;
         let list = PyList::empty(py);
-        for op in &ops {
-            list.append(convert::op_info(py, op)?)?;
+        let end = start.saturating_add(count);
+        let mut next = start;
+        while next < end {
+            let page = (end - next).min(OPS_PER_CALL);
+            let ops = self
+                .instance
+                .with(|core| {
+                    core.call_infallible(|guest, store| {
+                        guest.trace().call_ops(store, handle, next, page)
+                    })
+                })
+                .py_result(py)?;
+            for op in &ops {
+                list.append(convert::op_info(py, op)?)?;
+            }
+            if (ops.len() as u32) < page {
+                break;
+            }
+            next += page;
         }
         Ok(list)
     }

@@ -10,12 +10,29 @@ from typing import Any, Optional
 from . import tlspec_io
 from ._core import core
 from .adapter_kit import CaptureRequest, SaveRequest
+from .argument_checks import (
+    backend_name,
+    flag,
+    instance_of,
+    keyword_inputs,
+    model_argument,
+    optional_instance_of,
+    path_argument,
+)
 from .backends import gate, get_backend, resolve
 from .collector_pause import collector_paused
 from .edits.rules import StopRule, interventions_of
-from .errors import BackendUnsupportedError, NestedTraceError, SelectorError, UnsupportedError
+from .errors import (
+    BackendUnsupportedError,
+    FileAccessError,
+    NestedTraceError,
+    SelectorError,
+    UnsupportedError,
+)
+from .file_errors import file_error
 from .options import CaptureOptions, StreamingOptions
 from .selectors import as_selector
+from .tlspec_io import PayloadLoadHints
 from .trace import Trace
 
 #: Per thread: whether a ``tl.trace`` is running on it. Captures on different threads are
@@ -58,6 +75,8 @@ def trace(
             "trace_nested",
             "trace the inner model on its own (outside the traced forward), or from another thread",
         )
+    model_argument(model)
+    backend_name(backend)
     spec = resolve(model, x, backend)
     request = capture_request(
         spec, model, x, kwargs, save, capture, intervene, stop_after, facets, save_grads, streaming
@@ -87,7 +106,15 @@ def capture_request(
     ``intervene=``, ``stop_after=``, gradients, streaming and ``save_grads=`` against the
     capability table; option values against the ones the backend implements; the ``save=``
     selector's class (value-dependent or temporal selectors need their capability)."""
-    options = capture if capture is not None else CaptureOptions()
+    options = optional_instance_of(
+        capture,
+        CaptureOptions,
+        "capture",
+        "a tl.CaptureOptions",
+        "pass capture=tl.CaptureOptions(recurrence_detection=False), or leave it unset",
+    )
+    options = options if options is not None else CaptureOptions()
+    kwargs = keyword_inputs(kwargs)
     # The gate comes before the arguments are read: a backend that cannot edit says so first.
     if intervene is not None:
         gate(spec, "intervene")
@@ -135,7 +162,7 @@ def capture_request(
         spec=spec,
         model=model,
         args=args,
-        kwargs=dict(kwargs or {}),
+        kwargs=kwargs,
         options=options,
         save=SaveRequest.from_argument(save, selector),
         interventions=interventions,
@@ -167,6 +194,10 @@ def record(
     (``capability_unsupported``) before the model runs. ``save`` must be a selector (or a
     label): recording everything is what :func:`trace` does.
     """
+    model_argument(model)
+    backend_name(backend)
+    flag(return_output, "return_output")
+    kwargs = keyword_inputs(kwargs)
     spec = resolve(model, x, backend)
     gate(spec, "sparse_recording")
     if save is None or isinstance(save, bool):
@@ -179,20 +210,58 @@ def record(
     # The backend's bound implementation: (model, positional inputs, keyword inputs, selector).
     implementation = spec.capability_implementations["sparse_recording"]
     with collector_paused():
-        recording = implementation(model, args, dict(kwargs or {}), as_selector(save))
+        recording = implementation(model, args, kwargs, as_selector(save))
     return (recording.output, recording) if return_output else recording
 
 
 def validate(trace: Trace, outputs: Any = None) -> Any:
     """Replay validation of a trace (see :meth:`Trace.validate_forward_pass`)."""
+    instance_of(trace, Trace, "trace", "a tl.Trace", "pass the trace tl.trace or tl.load returned")
     return trace.validate_forward_pass(outputs)
 
 
-def load(path: str, payload_load_hints: Any = None, verify: bool = False) -> Trace:
+def load(
+    path: str,
+    payload_load_hints: Any = None,
+    verify: bool = False,
+    backend: Optional[str] = None,
+    untrusted: bool = False,
+    in_memory: Optional[bool] = None,
+) -> Trace:
     """Opens a ``.tlspec`` file saved by ``trace.save``. ``payload_load_hints``
     (:class:`~torchlens.tlspec_io.PayloadLoadHints`) says how backends materialize payloads,
     for example re-applying a JAX sharding. A file that names no backend, or one not
     registered here, is refused (``tlspec_backend_missing``, ``backend_unknown``).
     The header and the trace body are always checked against their checksums (format
-    version 2); ``verify=True`` also reads every payload and checks its CRC-32."""
-    return tlspec_io.load(path, hints=payload_load_hints, verify=verify)
+    version 2); ``verify=True`` also reads every payload and checks its CRC-32.
+    ``backend="torch"`` refuses a file that names another backend (``tlspec_backend_mismatch``);
+    ``untrusted=True`` reads a file from anyone under the CLI's sandbox limits, into private
+    memory; ``in_memory=True`` copies the payloads instead of mapping the file (see
+    :func:`torchlens.tlspec_io.load` and docs/security.md). A path that cannot be read is a
+    :class:`~torchlens.errors.FileAccessError` naming it (also the matching ``OSError``)."""
+    path = path_argument(path, "path", "run.tlspec")
+    backend_name(backend)
+    flag(verify, "verify")
+    flag(untrusted, "untrusted")
+    if in_memory is not None:
+        flag(in_memory, "in_memory")
+    optional_instance_of(
+        payload_load_hints,
+        PayloadLoadHints,
+        "payload_load_hints",
+        "a tl.PayloadLoadHints",
+        "pass payload_load_hints=tl.PayloadLoadHints(...), or leave it unset",
+    )
+    try:
+        return tlspec_io.load(
+            path,
+            backend=backend,
+            hints=payload_load_hints,
+            verify=verify,
+            untrusted=untrusted,
+            in_memory=in_memory,
+        )
+    except FileAccessError:
+        raise
+    except OSError as error:
+        raise file_error(error, path, "read") from None

@@ -1,7 +1,8 @@
 """Writing a file so that its final name only ever holds a complete file: the bytes go to a
 temporary file in the same folder (so the rename stays on one filesystem), are fsynced, and the
 file is renamed into place and the folder fsynced; any failure removes the temporary and leaves
-an existing file as it was.
+an existing file as it was. A failure to create, write or rename the file is the typed
+:class:`~torchlens.errors.FileAccessError` naming the caller's path, never the temporary.
 
 Renaming over a large file makes the file system free that file's blocks inside the rename
 (about 60 ms for 268 MB on ext4), which the caller would wait for although the new file is
@@ -14,6 +15,7 @@ killed in between leaves a hidden ``.tlspec-*.old`` file, as a kill mid-write le
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -21,6 +23,9 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import IO, Dict, Iterator, Optional
+
+from .errors import FileAccessError
+from .file_errors import file_error
 
 
 @contextmanager
@@ -37,7 +42,13 @@ def atomic_file(
     blocks to its ``fileno()`` themselves. ``phase_seconds``, when given, receives the time the
     ``fsync`` and the ``rename`` (with the folder's fsync) took."""
     directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
+    if os.path.isdir(path):
+        raise file_error(IsADirectoryError(errno.EISDIR, "Is a directory"), path, "write")
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
+    except OSError as error:
+        # Named after the user's path: the temporary is ours, they never asked for it.
+        raise file_error(error, path, "write") from None
     phases = {} if phase_seconds is None else phase_seconds
     try:
         encoding = None if "b" in mode else "utf-8"
@@ -51,12 +62,25 @@ def atomic_file(
         _replace(temporary, path, prefix)
         _sync_folder(directory)
         phases["rename"] = time.perf_counter() - started
-    except BaseException:
+    except BaseException as error:
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        if (
+            isinstance(error, OSError)
+            and not isinstance(error, FileAccessError)
+            and _ours(error, temporary, path)
+        ):
+            raise file_error(error, path, "write") from None
         raise
+
+
+def _ours(error: OSError, temporary: str, path: str) -> bool:
+    """Whether ``error`` came from writing, syncing or renaming the file itself (no file name:
+    a write to our descriptor; or the temporary's or the target's name), not from something
+    the writer read meanwhile."""
+    return error.filename in (None, temporary, path) and error.filename2 in (None, temporary, path)
 
 
 #: Files at least this large are freed off the caller's path when replaced: below it, freeing

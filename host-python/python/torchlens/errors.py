@@ -112,6 +112,39 @@ class ExtractionError(TorchLensError):
     arguments, an output folder of another job, batches that disagree, a damaged shard."""
 
 
-class ArgumentError(TorchLensError, ValueError):
+class ArgumentError(TorchLensError, ValueError, TypeError):
     """A public function was given an argument it cannot use (what was given and what is
     accepted are in the message; ``code`` says which case)."""
+
+
+class OpIndexError(TorchLensError, IndexError):
+    """``trace[n]`` with ``n`` outside the trace's ops (``op_index_out_of_range``)."""
+
+
+class FileAccessError(TorchLensError, OSError):
+    """A file or folder the user named cannot be read or written (code ``io_error``, or a more
+    precise ``io_*`` code in a subclass). Each is also the matching built-in ``OSError``
+    (``FileNotFoundError``, ``IsADirectoryError``, ...), so ``except FileNotFoundError`` keeps
+    working; ``filename`` is always the user's path, never a temporary file of ours."""
+
+    def __init__(self, message: str, code: str, remedy: str, path: str, errno: int | None = None) -> None:
+        TorchLensError.__init__(self, message, code, remedy)
+        self.filename = path
+        self.errno = errno
+        self.strerror = message
+
+
+class FileMissingError(FileAccessError, FileNotFoundError):
+    """The file, or the folder it should be written into, does not exist (``io_not_found``)."""
+
+
+class NotAFileError(FileAccessError, IsADirectoryError):
+    """A folder was named where a file is read or written (``io_not_a_file``)."""
+
+
+class NotAFolderError(FileAccessError, NotADirectoryError):
+    """A file was named where a folder is read or written (``io_not_a_folder``)."""
+
+
+class FilePermissionError(FileAccessError, PermissionError):
+    """The process may not read or write the path (``io_permission_denied``)."""

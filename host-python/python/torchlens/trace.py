@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence, Union
 
 from . import tlspec_write
+from .argument_checks import flag, path_argument, short_repr
+from .atomic_file import atomic_file
 from .backward import to_core_json
 from .capability_gate import gate
 from .collector_pause import collector_paused
 from .edits import FireRecord
 from .edits.fork import ForkedTrace
-from .errors import NotFoundError, SelectorMatchedNothingWarning
+from .errors import (
+    ArgumentError,
+    NotFoundError,
+    OpIndexError,
+    SelectorMatchedNothingWarning,
+    UnsupportedError,
+)
 from .selectors import Selector, as_selector
+from .terminal_text import shown
 
 
 def warn_matched_nothing(selector: Selector, stacklevel: int = 3) -> None:
@@ -35,7 +45,9 @@ class TraceCore:
 
     __slots__ = ("native", "payloads", "payload_guard", "backend", "backward", "autograd", "_trace")
 
-    def __init__(self, native: Any, payloads: Dict[int, Any], backend: Any, payload_guard: Any) -> None:
+    def __init__(
+        self, native: Any, payloads: MutableMapping[int, Any], backend: Any, payload_guard: Any
+    ) -> None:
         self.native = native
         self.payloads = payloads
         self.payload_guard = payload_guard
@@ -64,6 +76,15 @@ class TraceCore:
             self.payload_guard(slot, value)
         return value
 
+    def payload_numpy(self, slot: int) -> Any:
+        """The value in a payload slot as a NumPy array (None if not kept): read from the file
+        without its framework for a loaded trace (:mod:`torchlens.lazy_payloads`)."""
+        from_file = getattr(self.payloads, "numpy", None)
+        if from_file is not None:
+            return from_file(slot)
+        value = self.payload(slot)
+        return None if value is None else self.backend.to_numpy(value)
+
     def current_autograd(self) -> Autograd:
         """The trace's gradients, told which backward passes the trace holds now."""
         self.autograd._backward = self.backward
@@ -81,30 +102,37 @@ class Op:
 
     @property
     def index(self) -> int:
+        """The op's position in capture order (``trace.ops[op.index] is op``)."""
         return self._info["id"]
 
     @property
     def label(self) -> str:
+        """The op's label: ``<type>_<layer>_<op>``, with ``:<pass>`` when its layer ran more than once."""
         return self._info["label"]
 
     @property
     def layer_label(self) -> str:
+        """The label of the op's layer (every pass of a recurrent op shares it)."""
         return self._info["layer_label"]
 
     @property
     def pass_number(self) -> int:
+        """Which pass of its layer this op is (1 for the first)."""
         return self._info["pass_number"]
 
     @property
     def num_passes(self) -> int:
+        """How many times the op's layer ran."""
         return self._info["num_passes"]
 
     @property
     def func_name(self) -> str:
+        """The function the model called (``relu``, ``__add__``, ``conv2d``)."""
         return self._info["func_name"]
 
     @property
     def op_type(self) -> str:
+        """The core's normalized function type (``__radd__`` → ``add``), what ``tl.func`` matches."""
         return self._info["op_type"]
 
     @property
@@ -114,26 +142,32 @@ class Op:
 
     @property
     def is_input(self) -> bool:
+        """Whether the op is a model input."""
         return self.kind == "input"
 
     @property
     def is_output(self) -> bool:
+        """Whether the op is a model output."""
         return self.kind == "output"
 
     @property
     def is_constant(self) -> bool:
+        """Whether the op is a constant read from outside the recorded ops."""
         return self.kind == "constant"
 
     @property
     def shape(self) -> tuple:
+        """The output's shape."""
         return tuple(self._info["shape"])
 
     @property
     def dtype(self) -> str:
+        """The output's dtype, by the core's name (``float32``, ``bfloat16``)."""
         return self._info["dtype"]
 
     @property
     def parents(self) -> List[Op]:
+        """The ops whose values this op read, in argument order."""
         return [self._core.ops()[parent] for parent, _ in self._info["parents"]]
 
     @property
@@ -143,6 +177,7 @@ class Op:
 
     @property
     def children(self) -> List[Op]:
+        """The ops that read this op's value."""
         return [self._core.ops()[child] for child, _ in self._info["children"]]
 
     @property
@@ -157,10 +192,12 @@ class Op:
 
     @property
     def module_stack(self) -> List[str]:
+        """The module calls the op ran inside, ``address:call``, innermost first, ending with ``self``."""
         return list(self._info["module_stack"])
 
     @property
     def in_place(self) -> bool:
+        """Whether the op wrote into one of its inputs."""
         return self._info["in_place"]
 
     @property
@@ -172,34 +209,42 @@ class Op:
 
     @property
     def site_key(self) -> str:
+        """Where the op ran, independent of the run's values (what patching pairs ops by)."""
         return self._info["site_key"]
 
     @property
     def attributes(self) -> Dict[str, str]:
+        """The op's non-array arguments, as the backend recorded them (name → text)."""
         return dict(self._info["attributes"])
 
     @property
     def input_ancestors(self) -> List[str]:
+        """Labels of the model inputs this op's value was computed from."""
         return [self._core.ops()[op].label for op in self._info["input_ancestors"]]
 
     @property
     def output_descendants(self) -> List[str]:
+        """Labels of the model outputs this op's value flows into."""
         return [self._core.ops()[op].label for op in self._info["output_descendants"]]
 
     @property
     def min_distance_from_input(self) -> Optional[int]:
+        """The fewest ops between a model input and this op (None when unreachable or not computed)."""
         return self._info.get("min_distance_from_input")
 
     @property
     def max_distance_from_input(self) -> Optional[int]:
+        """The most ops between a model input and this op (None when unreachable or not computed)."""
         return self._info.get("max_distance_from_input")
 
     @property
     def min_distance_to_output(self) -> Optional[int]:
+        """The fewest ops between this op and a model output (None when unreachable or not computed)."""
         return self._info.get("min_distance_to_output")
 
     @property
     def max_distance_to_output(self) -> Optional[int]:
+        """The most ops between this op and a model output (None when unreachable or not computed)."""
         return self._info.get("max_distance_to_output")
 
     @property
@@ -217,6 +262,17 @@ class Op:
                 return self.parents[0].out
             return None
         return self._core.payload(slot)
+
+    def numpy(self) -> Any:
+        """The op's saved value as a NumPy array, or None when it was not saved. A loaded trace
+        reads it from the file without importing the framework (a dtype NumPy lacks, such as
+        ``bfloat16``, comes back as its raw bits); a live one converts with its backend."""
+        slot = self._info["payload"]
+        if slot is None:
+            if self.kind == "output" and self._info["parents"]:
+                return self.parents[0].numpy()
+            return None
+        return self._core.payload_numpy(slot)
 
     @property
     def value(self) -> Any:
@@ -258,6 +314,7 @@ class Op:
 
     @property
     def has_grad(self) -> bool:
+        """Whether a gradient is known for this op (captured or derived)."""
         return self.grad is not None
 
     @property
@@ -271,7 +328,8 @@ class Op:
         )
 
     def __repr__(self) -> str:
-        return f"<Op {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>"
+        # Names may come from a file from anyone: shown with control characters escaped.
+        return shown(f"<Op {self.label} {self.func_name} {list(self.shape)} {self.dtype} in {self.module}>")
 
 
 class Layer:
@@ -285,14 +343,24 @@ class Layer:
 
     @property
     def passes(self) -> List[Op]:
+        """The layer's ops, one per pass, in order."""
         return [self._core.ops()[op] for op in self._ops]
 
     @property
     def num_passes(self) -> int:
+        """How many times the layer ran."""
         return len(self._ops)
 
     def __repr__(self) -> str:
-        return f"<Layer {self.label} ({self.num_passes} pass{'es' if self.num_passes != 1 else ''})>"
+        return shown(f"<Layer {self.label} ({self.num_passes} pass{'es' if self.num_passes != 1 else ''})>")
+
+
+def _field(key: str, doc: str, convert: Optional[Callable[[Any], Any]] = None) -> property:
+    """A read-only property reading ``key`` of the object's core record (a copy through
+    ``convert`` for lists and tuples), documented with ``doc``."""
+    if convert is None:
+        return property(lambda self: self._info[key], doc=doc)
+    return property(lambda self: convert(self._info[key]), doc=doc)
 
 
 class Module:
@@ -301,25 +369,31 @@ class Module:
     def __init__(self, info: Dict[str, Any]) -> None:
         self._info = info
 
-    address = property(lambda self: self._info["address"])
-    all_addresses = property(lambda self: list(self._info["all_addresses"]))
-    class_name = property(lambda self: self._info["class_name"])
-    params = property(lambda self: list(self._info["params"]))
-    children = property(lambda self: list(self._info["children"]))
-    parent = property(lambda self: self._info["parent"])
-    is_container = property(lambda self: self._info["container"])
-    training = property(lambda self: self._info["training"])
+    address = _field("address", "The module's primary address (``encoder.layers.0``; ``self`` for the root).")
+    all_addresses = _field(
+        "all_addresses", "Every address the module is reachable by (a shared one has several).", list
+    )
+    class_name = _field("class_name", "The module's class name.")
+    params = _field("params", "Addresses of the parameters the module owns directly.", list)
+    children = _field("children", "Addresses of the module's direct submodules.", list)
+    parent = _field("parent", "The address of the module that holds this one (None for the root).")
+    is_container = _field(
+        "container", "Whether the module only groups others (a sequence or list of modules)."
+    )
+    training = _field("training", "Whether the module was in training mode during the capture.")
 
     @property
     def num_calls(self) -> int:
+        """How many times the module was called during the capture."""
         return len(self._info["calls"])
 
     @property
     def calls(self) -> List[str]:
+        """The module's calls, ``address:call``, in order."""
         return [call[0] for call in self._info["calls"]]
 
     def __repr__(self) -> str:
-        return f"<Module {self.address} {self.class_name} ({self.num_calls} calls)>"
+        return shown(f"<Module {self.address} {self.class_name} ({self.num_calls} calls)>")
 
 
 class Param:
@@ -330,14 +404,15 @@ class Param:
         self._info = info
         self._core = core
 
-    address = property(lambda self: self._info["address"])
-    module = property(lambda self: self._info["module"])
-    shape = property(lambda self: tuple(self._info["shape"]))
-    dtype = property(lambda self: self._info["dtype"])
-    trainable = property(lambda self: self._info["trainable"])
+    address = _field("address", "The parameter's address (``encoder.fc.weight``).")
+    module = _field("module", "The address of the module that owns the parameter.")
+    shape = _field("shape", "The parameter's shape.", tuple)
+    dtype = _field("dtype", "The parameter's dtype, by the core's name.")
+    trainable = _field("trainable", "Whether the parameter is trainable (requires a gradient).")
 
     @property
     def num_users(self) -> int:
+        """How many ops read the parameter."""
         return len(self._info["users"])
 
     @property
@@ -357,11 +432,25 @@ class Param:
         return backward.param_grad(self.address)
 
     def __repr__(self) -> str:
-        return f"<Param {self.address} {list(self.shape)} {self.dtype}>"
+        return shown(f"<Param {self.address} {list(self.shape)} {self.dtype}>")
+
+
+def _module_addresses(value: Any, argument: str) -> List[str]:
+    """A list of module addresses (``expanded=("encoder", "decoder.0")``)."""
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise ArgumentError(
+        f"{argument} must be a list of module addresses, got {type(value).__name__} {short_repr(value)}",
+        "argument_invalid",
+        f'pass {argument}=["encoder", "decoder.0"] (one string is one address: wrap it in a list)',
+    )
 
 
 class Drawing:
     """An SVG drawing of a trace; shows inline in Jupyter."""
+
+    #: What :meth:`save` writes, by the path's suffix.
+    FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
 
     def __init__(self, svg: str) -> None:
         self.svg = svg
@@ -370,8 +459,30 @@ class Drawing:
         return self.svg
 
     def save(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(self.svg)
+        """Writes the drawing to ``path`` (atomically), in the format its suffix names: ``.svg``,
+        or ``.html`` (a page holding the SVG, for a browser). Any other suffix is refused
+        (``draw_format_unsupported``) rather than written with SVG bytes under its name."""
+        path = path_argument(path, "path", "graph.svg")
+        suffix = os.path.splitext(path)[1].lower()
+        kind = self.FORMATS.get(suffix)
+        if kind is None:
+            raise UnsupportedError(
+                f"cannot draw into {path!r}: TorchLens writes .svg and .html, "
+                f"not {suffix or 'a file without a suffix'}",
+                "draw_format_unsupported",
+                "name the file graph.svg (or graph.html); convert the SVG with a tool such as "
+                "cairosvg or inkscape for PNG or PDF",
+            )
+        text = self.svg if kind == "svg" else _html_page(self.svg)
+        with atomic_file(path, "w", prefix=".draw-") as stream:
+            stream.write(text)
+
+
+def _html_page(svg: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>TorchLens graph</title></head>\n'
+        f"<body>\n{svg}\n</body></html>\n"
+    )
 
 
 class Provenance:
@@ -387,6 +498,7 @@ class Provenance:
         return self._facts.get(name)
 
     def as_dict(self) -> Dict[str, str]:
+        """The provenance facts as a plain dict."""
         return dict(self._facts)
 
     def __repr__(self) -> str:
@@ -461,7 +573,7 @@ class Trace:
     def __init__(
         self,
         native: Any,
-        payloads: Dict[int, Any],
+        payloads: MutableMapping[int, Any],
         backend: Any,
         manifest: Optional[dict] = None,
         runtime: Any = None,
@@ -504,11 +616,11 @@ class Trace:
         self._core.native = native
 
     @property
-    def _payloads(self) -> Dict[int, Any]:
+    def _payloads(self) -> MutableMapping[int, Any]:
         return self._core.payloads
 
     @_payloads.setter
-    def _payloads(self, payloads: Dict[int, Any]) -> None:
+    def _payloads(self, payloads: MutableMapping[int, Any]) -> None:
         self._core.payloads = payloads
 
     @property
@@ -558,6 +670,7 @@ class Trace:
 
     @property
     def num_backward_passes(self) -> int:
+        """How many backward passes were captured (0 without ``save_grads=``)."""
         return self.backward.passes if self.backward is not None else 0
 
     @property
@@ -592,9 +705,11 @@ class Trace:
 
     @property
     def info(self) -> dict:
-        if self._info is None:
-            self._info = self._native.info()
-        return self._info
+        """Counts, inputs, outputs and capture status (the core's trace info)."""
+        info = self._info
+        if info is None:
+            info = self._info = self._native.info()
+        return info
 
     @property
     def manifest(self) -> dict:
@@ -614,18 +729,22 @@ class Trace:
 
     @property
     def layers(self) -> List[Layer]:
+        """The layers: the ops grouped by layer (a recurrent op's passes share one)."""
         return [Layer(self._core, label, op_type, ops) for label, op_type, ops in self._native.layers()]
 
     @property
     def layer_labels(self) -> List[str]:
+        """Every layer's label, in order."""
         return [label for label, _, _ in self._native.layers()]
 
     @property
     def labels(self) -> List[str]:
+        """Every op's label, in capture order."""
         return [op.label for op in self.ops]
 
     @property
     def modules(self) -> Dict[str, Module]:
+        """The model's modules, the root first."""
         return {info["address"]: Module(info) for info in self._native.modules()}
 
     @property
@@ -638,10 +757,12 @@ class Trace:
 
     @property
     def inputs(self) -> List[Op]:
+        """The model-input ops."""
         return [self.ops[op] for op in self.info["inputs"]]
 
     @property
     def outputs(self) -> List[Op]:
+        """The model-output ops, in the order the model returned them."""
         return [self.ops[op] for op in self.info["outputs"]]
 
     @property
@@ -672,22 +793,27 @@ class Trace:
 
     @property
     def capture_verified(self) -> bool:
+        """Whether the backend vouches that every op was seen (False names a reason and warned)."""
         return self.info["capture_verified"]
 
     @property
     def capture_reason(self) -> Optional[str]:
+        """Why the capture is not verified (None when it is)."""
         return self.info["capture_reason"]
 
     @property
     def is_stopped(self) -> bool:
+        """Whether ``stop_after=`` ended the forward early."""
         return self.info["stop_reason"] is not None
 
     @property
     def stop_reason(self) -> Optional[str]:
+        """Why the forward stopped early (None when it ran to the end)."""
         return self.info["stop_reason"]
 
     @property
     def saved_ops(self) -> List[Op]:
+        """The ops whose values were kept (``save=``), in capture order."""
         return [op for op in self.ops if op.saved]
 
     def __len__(self) -> int:
@@ -698,8 +824,21 @@ class Trace:
 
     def __getitem__(self, key: Union[int, str]) -> Op:
         """``trace["relu_1_3"]``, ``trace["relu_1_3:2"]``, ``trace[5]`` or ``trace[-1]``."""
-        if isinstance(key, int):
-            return self.ops[key]
+        if isinstance(key, int) and not isinstance(key, bool):
+            ops = self.ops
+            if not -len(ops) <= key < len(ops):
+                raise OpIndexError(
+                    f"op {key} is out of range: the trace has {len(ops)} ops",
+                    "op_index_out_of_range",
+                    f"pass an index from {-len(ops)} to {len(ops) - 1}, or a label (trace.labels)",
+                )
+            return ops[key]
+        if not isinstance(key, str):
+            raise ArgumentError(
+                f"an op is named by its label or its index, got {type(key).__name__} {short_repr(key)}",
+                "argument_invalid",
+                'pass a label such as trace["relu_1_3"] or an index such as trace[0]',
+            )
         index = self._native.find_label(key)
         if index is None:
             raise NotFoundError(
@@ -707,8 +846,8 @@ class Trace:
             )
         return self.ops[index]
 
-    def __contains__(self, key: str) -> bool:
-        return self._native.find_label(key) is not None
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._native.find_label(key) is not None
 
     def select(self, selector: Any) -> List[Op]:
         """The ops a selector matches, in capture order."""
@@ -724,13 +863,15 @@ class Trace:
         return [self.ops[op] for op in matched]
 
     def ancestors(self, op: Union[int, str]) -> List[Op]:
+        """The ops ``op`` (a label or index) was computed from, directly or not, in capture order."""
         return [self.ops[index] for index in self._native.ancestors(self._index(op))]
 
     def descendants(self, op: Union[int, str]) -> List[Op]:
+        """The ops ``op`` (a label or index) flows into, directly or not, in capture order."""
         return [self.ops[index] for index in self._native.descendants(self._index(op))]
 
     def _index(self, op: Union[int, str]) -> int:
-        return op if isinstance(op, int) else self[op].index
+        return self[op].index
 
     def _payload(self, slot: int) -> Any:
         """The value in a payload slot (None if not kept), checked by the backend's guard."""
@@ -775,6 +916,9 @@ class Trace:
         """Draws the graph as SVG (``collapsed=True``: one box per module, ``expanded`` opens
         some; ``backward=True``: the backward graph, one box per autograd function, where the
         trace has one). Saved to ``path`` when given; shows inline in Jupyter."""
+        flag(collapsed, "collapsed")
+        flag(backward, "backward")
+        expanded = _module_addresses(expanded, "expanded")
         if backward:
             if self.backward is None:
                 raise NotFoundError(
@@ -794,7 +938,9 @@ class Trace:
         ``source_paths`` says how op source files are written: ``"relative"`` (default) to the
         deepest folder holding every recorded file, so a shared file does not reveal where it
         was made; ``"absolute"`` as recorded; ``"none"`` without source locations. The file's
-        manifest records the choice (``source_paths``)."""
+        manifest records the choice (``source_paths``). A path that cannot be written is a
+        :class:`~torchlens.errors.FileAccessError` naming it (also the matching ``OSError``)."""
+        path = path_argument(path, "path", "run.tlspec")
         tlspec_write.save(self, path, source_paths=source_paths)
 
     def __repr__(self) -> str:

@@ -64,6 +64,7 @@ class ValidationStatus:
 
     @property
     def passed(self) -> bool:
+        """Whether validation passed (False for every other state, final or not)."""
         return self.state == "passed"
 
     def outcome(self) -> Any:

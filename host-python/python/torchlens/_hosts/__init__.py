@@ -5,10 +5,12 @@
 - ``wasmtime-py``: the same component bytes under the ``wasmtime`` package from PyPI (the
   ``py3-none-any`` wheel), for platforms without a native wheel.
 
-Each host gives ``core()`` (this thread's core: ``version``, ``build_id``, ``start_session``,
-``decode_tlspec`` ... with sessions and traces whose methods and return shapes match, see
-``wasmtime_py/bindings.py``) and ``runtime_version()``. ``TORCHLENS_HOST=native`` or
-``=wasmtime-py`` forces one; otherwise the native host runs when its extension imports.
+Each host gives ``untrusted_core()`` (a new instance under the CLI's limits: memory cap, fuel,
+deadline per call, for files from anyone), ``core()`` (this thread's core: ``version``,
+``build_id``, ``start_session``, ``decode_tlspec`` ... with sessions and traces whose methods
+and return shapes match, see ``wasmtime_py/bindings.py``) and ``runtime_version()``.
+``TORCHLENS_HOST=native`` or ``=wasmtime-py`` forces one; otherwise the native host runs when
+its extension imports.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class _NativeHost:
         return native_extension().core()
 
     @staticmethod
+    def untrusted_core() -> Any:
+        # A new instance under the CLI's limits (engine.rs ``untrusted_core``).
+        return native_extension().untrusted_core()
+
+    @staticmethod
     def runtime_version() -> str:
         return native_extension().WASMTIME_VERSION
 
@@ -45,6 +52,10 @@ class _WasmtimePyHost:
     @staticmethod
     def core() -> Any:
         return wasmtime_py.core()
+
+    @staticmethod
+    def untrusted_core() -> Any:
+        return wasmtime_py.untrusted_core()
 
     @staticmethod
     def runtime_version() -> str:

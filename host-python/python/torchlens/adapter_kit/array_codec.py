@@ -72,7 +72,7 @@ def payload_bytes(array: Any) -> memoryview:
     import numpy  # lazy: importing torchlens imports no numpy
 
     flat = numpy.ascontiguousarray(array).reshape(-1)
-    return memoryview(flat.view(numpy.uint8)).cast("B")
+    return flat.view(numpy.uint8).data.cast("B")
 
 
 def array_from_buffer(buffer: Any, offset: int, length: int, dtype: str, shape: list) -> Any:

@@ -1,10 +1,10 @@
 """The capture pipeline, written once for every wrapper-based backend:
 
 request (already gated by the kit's preflight) → backend refusals → module identity mode →
-live edits checked → session and patches opened → modules, parameters and inputs declared →
-edits attached → op interception installed → the forward (the root call bracketed) → early stop
-or outputs → patches removed → provenance → realize-once → runtime → finish (or abort on any
-error, by the session) → derived gradients.
+live edits checked → the backend's last check → session and patches opened → modules,
+parameters and inputs declared → edits attached → op interception installed → the forward (the
+root call bracketed) → early stop or outputs → patches removed → provenance → realize-once →
+runtime → finish (or abort on any error, by the session) → derived gradients.
 
 A backend supplies a :class:`CaptureHooks` subclass: its recorder (usually a
 :class:`~torchlens.adapter_kit.recorder.Recorder`), its interception, and where its framework
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type, Union
 
 from . import derived_grads
 from .live_edits import StopSignal, selector_kinds
@@ -63,8 +63,9 @@ class CaptureHooks:
 
     #: The request's live edits (set by the pipeline from :meth:`live_edits`; None without).
     edits: Any = None
-    #: The open session and patches (set by the pipeline once they are open).
-    session: CaptureSession
+    #: The open session and patches (set by the pipeline once they are open; a gradient pass's
+    #: rerun records onto a shadow session instead).
+    session: Union[CaptureSession, derived_grads.ShadowSession]
     patches: Patches
     #: This capture's recorder (a :class:`~torchlens.adapter_kit.recorder.Recorder`, or a
     #: backend's own with ``values``, ``records``, ``params``, ``param_dtypes``, ``id_of`` and
@@ -97,6 +98,11 @@ class CaptureHooks:
             )
         return self.live_edits_type(request, self.adapter)
 
+    def last_check(self) -> None:
+        """The backend's refusals that need every other check passed first, because they run
+        the model's code (without effects, e.g. tracing the call into a graph); the
+        session is not open yet."""
+
     # ---- inside the session ----------------------------------------------------------------------
 
     def make_recorder(self) -> Any:
@@ -116,7 +122,7 @@ class CaptureHooks:
     def attach_edits(self, edits: Any) -> None:
         """Compiles the edits against the declared modules; the kit's recorder hands each op
         output and each module call's outputs to them (its two live-edit seams)."""
-        edits.attach(self.session, self.recorder)
+        edits.attach(self.session, self.recorder, self.patches)
         self.recorder.on_output, self.recorder.on_exit = edits.on_output, edits.on_exit
 
     def install(self) -> None:
@@ -128,8 +134,15 @@ class CaptureHooks:
         return False
 
     def call(self) -> Any:
-        """Runs the forward."""
-        return self.model(*self.request.args, **self.request.kwargs)
+        """Runs the forward. An error the recorder or an edit raised inside it surfaces as
+        itself where the framework re-raised it as another type (``recorder.error``)."""
+        try:
+            return self.model(*self.request.args, **self.request.kwargs)
+        except Exception as error:
+            raised = getattr(self.recorder, "error", None)
+            if raised is not None and raised is not error:
+                raise raised from error
+            raise
 
     def exit_root(self, output: Any) -> Any:
         """The root call returned ``output``; returns what the capture reports."""
@@ -184,6 +197,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
     hooks.check()
     hooks.mode = mode = adapter.module_identity_mode(request)
     edits = hooks.edits = hooks.live_edits()
+    hooks.last_check()
     with CaptureSession(request) as session, Patches() as patches:
         hooks.session, hooks.patches = session, patches
         recorder = hooks.recorder = hooks.make_recorder()
@@ -199,6 +213,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
         if bracket_root:
             session.enter(0)
         stopped: Optional[BaseException] = None
+        output: Any = None
         try:
             output = hooks.call()
         except hooks.stop_signal as signal:
@@ -240,7 +255,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
     hooks.finished(trace)
     trace.options = dataclasses.replace(options, module_identity_mode=mode)
     if options.grad_options is not None:
-        trace.autograd = derived_grads.derive(adapter.grad_hooks_type(trace, options.grad_options))
+        trace.autograd = derived_grads.derive(adapter.make_grad_hooks(trace, options.grad_options))
     return trace
 
 
@@ -254,7 +269,7 @@ def shadow_run(
     session, the recorder and the call's output."""
     runtime = trace._runtime
     request = CaptureRequest(adapter.spec, runtime.model, tuple(args), dict(kwargs or {}), trace.options)
-    hooks = adapter.capture_hooks(adapter, request)
+    hooks = adapter.make_capture_hooks(request)
     hooks.mode = trace.options.module_identity_mode
     shadow = derived_grads.ShadowSession()
     with Patches() as patches:

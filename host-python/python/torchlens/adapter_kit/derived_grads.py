@@ -70,7 +70,7 @@ def param_target(address: str) -> str:
 
 def input_target(position: int, suffix: str = "") -> str:
     """The ``derived_grads`` key of a positional input's gradient (``suffix``: a path inside a
-    structured input, as JAX names pytree leaves)."""
+    structured input, named by the path to its leaf)."""
     return f"inputs.{position}{suffix}"
 
 
@@ -181,7 +181,7 @@ class GradHooks:
 
     #: The independent checks an exposed per-op record passed (``DerivedGrad.checks``).
     evidence: Tuple[str, ...] = ("structural_match",)
-    #: What the loss must be, for the refusal of another one ("scalar tf.Tensor").
+    #: What the loss must be, for the refusal of another one ("scalar <framework> tensor").
     loss_kind: str = "scalar"
     #: How to pass a valid loss.
     loss_remedy: str = "pass GradOptions(loss_fn=...) returning a scalar"

@@ -1,7 +1,7 @@
 """Both directions between a framework's dtypes and the core's dtype names, for frameworks whose
-dtype objects are attributes of one namespace (``paddle.float32``, ``mx.float32``,
-``tinygrad.dtypes.float32``). A backend names only where its framework spells a core dtype
-differently (``float8_e4m3fn``, tinygrad's ``fp8e4m3``)."""
+dtype objects are attributes of one namespace (``<framework>.float32``, or
+``<framework>.dtypes.float32``). A backend names only where its framework spells a core dtype
+differently (``float8_e4m3fn``, ``fp8e4m3``)."""
 
 from __future__ import annotations
 

@@ -30,6 +30,11 @@ class StopSignal(BaseException):
 class LiveEditHost:
     """What an adapter's recorder provides to :class:`LiveEdits`."""
 
+    #: The last error an edit raised inside the forward: where the framework re-raises what a
+    #: call raised as another type (a layer library may wrap what a layer's call raised), the kit's pipeline
+    #: raises this one (:meth:`~.capture_pipeline.CaptureHooks.call`).
+    error: Optional[BaseException] = None
+
     def quiet(self) -> contextlib.AbstractContextManager:
         """A block in which framework calls the edits make themselves are not recorded."""
         raise NotImplementedError
@@ -40,7 +45,8 @@ class LiveEditHost:
         raise NotImplementedError
 
     def module_stack(self) -> List[str]:
-        """Addresses of the module calls open now, outermost first (the root excluded)."""
+        """The module calls open now, ``address:call``, outermost first (the root excluded):
+        :meth:`~.session.SharedSession.open_module_calls`."""
         raise NotImplementedError
 
     def value_facts(self, value: Any) -> Dict[str, Any]:
@@ -102,6 +108,16 @@ class LiveCondition:
     def __init__(
         self, selector: Any, session: Any, what: str, refuse: Refuse, look_back: bool = True
     ) -> None:
+        self.at_exit_only = "module" in self.check(selector, what, refuse, look_back)
+        self.selector = selector
+        self.session = session
+        self._rules: Dict[int, Any] = {}
+        self._compile(selector)
+
+    @staticmethod
+    def check(selector: Any, what: str, refuse: Refuse, look_back: bool = True) -> set:
+        """Refuses a selector that cannot be decided op by op (before any capture starts);
+        returns its kinds."""
         kinds = selector_kinds(selector)
         if "preceded_by" in kinds and not look_back:
             raise refuse(
@@ -122,18 +138,14 @@ class LiveCondition:
                 "followed_by_unsupported",
                 "use two rules, or a callable that checks both",
             )
-        self.at_exit_only = "module" in kinds
-        if self.at_exit_only and kinds - {"module"}:
+        if "module" in kinds and kinds - {"module"}:
             raise refuse(
                 f"{what} mixes tl.module(...) with another selector kind; a module term is decided "
                 "at the call's exit, the others at the op",
                 "mixed_module_selector",
                 "use tl.module terms alone (a union of them works), or tl.in_module(...) with the others",
             )
-        self.selector = selector
-        self.session = session
-        self._rules: Dict[int, Any] = {}
-        self._compile(selector)
+        return kinds
 
     def _compile(self, selector: Any) -> None:
         if "where" not in selector_kinds(selector) or isinstance(selector, selectors._Influence):
@@ -199,21 +211,27 @@ class LiveEdits:
     ) -> None:
         self.adapter = adapter
         self.request = request
-        self.refuse = refuse = refuse if refuse is not None else adapter.refuse
+        refuse_with: Refuse = refuse if refuse is not None else adapter.refuse
+        self.refuse = refuse_with
         framework = framework or adapter.name
         for rule in request.interventions:
             if rule.direction == "backward":
-                raise refuse(
+                raise refuse_with(
                     "gradient-site interventions (direction='backward') need a captured backward pass",
                     "gradient_site_intervention_unsupported",
                     "edit forward values (leave direction unset)",
                 )
             if supported_actions is not None and not isinstance(rule.action, supported_actions):
-                raise refuse(
+                helpers = [f"tl.{kind.name}" for kind in supported_actions if kind is not CallableAction]
+                raise refuse_with(
                     f"the {rule.action.describe()} helper has no {framework} implementation",
                     "edit_action_unsupported",
-                    "use tl.zero_ablate, tl.scale, tl.add, tl.replace_with or a callable",
+                    f"use {', '.join(helpers)} or a callable",
                 )
+        # Every selector is checked now, before any capture starts (compiled at :meth:`attach`).
+        self.look_back = bool(request.spec.capabilities.get("temporal_selectors", False))
+        for selector, what in self._selectors():
+            LiveCondition.check(selector, what, refuse_with, self.look_back)
         self.host: Optional[LiveEditHost] = None
         self.session: Any = None
         self.rules: List[Tuple[Any, LiveCondition]] = []
@@ -234,14 +252,32 @@ class LiveEdits:
         value-dependent ``save=``."""
         return bool(request.interventions) or request.stop_after is not None or request.save.value_dependent
 
-    def attach(self, session: Any, host: LiveEditHost) -> None:
-        """Compiles the rules against the declared modules."""
+    def _selectors(self) -> List[Tuple[Any, str]]:
+        """``(selector, what)`` of every rule: the edits', the stop rule's and a value-dependent
+        ``save=``."""
+        request = self.request
+        found = [(rule.condition, "intervene=") for rule in request.interventions]
+        if request.stop_after is not None:
+            found.append((request.stop_after.selector, "stop_after="))
+        if request.save.value_dependent:
+            found.append((request.save.selector, "save="))
+        return found
+
+    @property
+    def attached(self) -> LiveEditHost:
+        """The recorder :meth:`attach` gave: the edits act only during a capture."""
+        if self.host is None:
+            raise RuntimeError("live edits act only during a capture: attach() them to its recorder first")
+        return self.host
+
+    def attach(self, session: Any, host: LiveEditHost, patches: Any = None) -> None:
+        """Compiles the rules against the declared modules (``patches``: where an edits type
+        that wraps framework functions installs them)."""
         self.session, self.host = session, host
-        # Look-back terms need the backend's temporal selectors (the gate checks them for save=).
-        look_back = bool(self.request.spec.capabilities.get("temporal_selectors", False))
 
         def condition(selector: Any, what: str) -> LiveCondition:
-            return LiveCondition(selector, session, what, self.refuse, look_back)
+            # Look-back terms need the backend's temporal selectors (the gate checks save=).
+            return LiveCondition(selector, session, what, self.refuse, self.look_back)
 
         for rule in self.request.interventions:
             self.rules.append((rule, condition(rule.condition, "intervene=")))
@@ -257,22 +293,23 @@ class LiveEdits:
 
     def context(self, func: str, value: Any, output_index: int, step: int) -> Callable[[], RecordContext]:
         """The :class:`RecordContext` of one op output, built only when a predicate asks."""
-        host = self.host
+        host = self.attached
         built: List[RecordContext] = []
 
         def build() -> RecordContext:
             if not built:
                 with host.quiet():
                     facts = host.value_facts(value)
-                stack = host.module_stack()
+                # Innermost first and ending with the root, as an op's module_stack reads.
+                calls = tuple(reversed(host.module_stack())) + ("self",)
                 built.append(
                     RecordContext(
                         kind="compute",
                         label=f"{func}_{step}",
                         func_name=func,
                         step_index=step,
-                        address=stack[-1] if stack else "self",
-                        module_stack=tuple(stack),
+                        address=calls[0].rsplit(":", 1)[0],
+                        module_stack=calls,
                         output_index=output_index,
                         value=value,
                         **facts,
@@ -293,7 +330,7 @@ class LiveEdits:
         context = self.context(func, current, output_index, step)
         for rule, condition in self.rules:
             if not condition.at_exit_only and condition.at_op(func, value_id, context):
-                current = self._fire(rule, value_id, current, context)
+                current = self._fire_at_op(rule, func, value_id, current, context)
                 # Later rules (and save=) see the edited value.
                 context = self.context(func, current, output_index, step)
         if self.save is not None:
@@ -324,8 +361,22 @@ class LiveEdits:
                 self._stop(matched)
         return replaced
 
+    def _fire_at_op(
+        self, rule: Any, func: str, value_id: int, value: Any, context: Callable[[], RecordContext]
+    ) -> Any:
+        """A rule matched an op output: its replacement (fired now, where the op is
+        interceptable)."""
+        return self._fire(rule, value_id, value, context)
+
     def _fire(self, rule: Any, value_id: int, value: Any, context: Callable[[], RecordContext]) -> Any:
-        host = self.host
+        try:
+            return self._replace(rule, value_id, value, context)
+        except Exception as error:
+            self.attached.error = error  # raised inside the forward: see LiveEditHost.error
+            raise
+
+    def _replace(self, rule: Any, value_id: int, value: Any, context: Callable[[], RecordContext]) -> Any:
+        host = self.attached
         action = rule.action
         if getattr(action, "needs_context", False):
             action = ContextBoundAction(action, context())
@@ -370,12 +421,9 @@ class LiveEdits:
     ) -> None:
         """Replay of an edited op re-applies its declared actions (the kit's ``replay_edits``):
         through ``apply(adapter, action, value)`` (default: the adapter's ``apply_action``), on
-        ``output_of(result, output index)`` (default: that leaf of the adapter's
-        ``output_leaves``)."""
-        replay_edits(runtime, self.fired, self.adapter, apply or _apply_action, output_of or self._output_of)
-
-    def _output_of(self, result: Any, output_index: Any) -> Any:
-        return result if output_index is None else self.adapter.output_leaves(result)[output_index]
+        ``output_of(result, output index)`` (default: the adapter's ``output_at``)."""
+        adapter = self.adapter
+        replay_edits(runtime, self.fired, adapter, apply or _apply_action, output_of or adapter.output_at)
 
 
 def _apply_action(adapter: Any, action: Any, value: Any) -> Any:

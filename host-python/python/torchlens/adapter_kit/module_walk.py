@@ -1,10 +1,10 @@
 """Module discovery, written once for every adapter whose framework keeps modules as objects:
 
-* :class:`ModuleWalk`, for frameworks whose modules list their children (Keras layers and
-  ``tf.Module``, ``paddle.nn.Layer``): every module once, with all its addresses, and the values
+* :class:`ModuleWalk`, for frameworks whose modules list their children (a layer class with a
+  ``sublayers``/``submodules`` method): every module once, with all its addresses, and the values
   each owns;
 * :func:`discover_tree`, for frameworks whose modules are found by walking object attributes
-  (``mlx.nn.Module``, callable objects holding tinygrad Tensors): modules, container modules
+  (a module class that is a dict of its children, callable objects holding arrays): modules, container modules
   for the lists and dicts that hold them, and parameters.
 
 The framework supplies only predicates and child listings."""
@@ -78,7 +78,7 @@ class ModuleWalk:
                 yield dotted + name, module_id, value
 
 
-# ---- module trees found by walking object attributes (MLX, tinygrad) ---------------------------
+# ---- module trees found by walking object attributes ------------------------------------------
 
 
 @dataclass
@@ -108,7 +108,7 @@ class ObjectTreeRules:
     """What a framework says about the objects under a root, for :func:`discover_tree`:
     ``is_array`` (a parameter), ``is_module`` (a module to walk), ``children(module)`` (its
     ``(name, value)`` attributes, in order), ``holds_modules(container)`` (a list, tuple or dict
-    that gets a container module of its own, as a torch ``ModuleList`` does), ``trainable(array)``
+    that gets a container module of its own, as a module list does), ``trainable(array)``
     and how deep to walk."""
 
     is_array: Callable[[Any], bool]
@@ -162,7 +162,7 @@ def discover_tree(root: Any, rules: ObjectTreeRules) -> ModuleTree:
                 seen_arrays.add(id(value))
                 tree.params.append((address, owner, value, rules.trainable(value)))
             return
-        # A module first: an mlx.nn.Module is a dict.
+        # A module first: a module class may itself be a dict.
         if rules.is_module(value):
             module_id = add(value, address, False)
             if module_id >= 0:

@@ -9,7 +9,7 @@ import functools
 # Called for every recorded op: a framework has a few hundred op types, so each is worked out once.
 @functools.lru_cache(maxsize=4096)
 def snake_case(name: str) -> str:
-    """``name`` in snake case, the way TensorFlow names an op type's generated Python function:
+    """``name`` in snake case, the way a graph framework names an op type's generated Python function:
     an underscore goes before a capital that follows a lower-case letter, or that starts a
     lower-case word (``BiasAdd`` → ``bias_add``, ``AddV2`` → ``add_v2``, ``HSVToRGB`` →
     ``hsv_to_rgb``); a capital after a digit stays in its word (``Conv2D`` → ``conv2d``, where

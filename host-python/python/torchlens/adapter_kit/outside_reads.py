@@ -6,6 +6,7 @@ finds the framework-transformed functions it will call (to route each through on
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from typing import Any, Iterable, List, Optional, Set, Tuple
@@ -27,7 +28,7 @@ def code_reads(objects: Iterable[Any], framework: str) -> List[Read]:
         if function is None:
             function = type(obj).__call__ if callable(obj) else None
             found.extend((obj, name, value) for name, value in _attributes(obj))
-            for klass in type(obj).__mro__:
+            for klass in inspect.getmro(type(obj)):
                 if klass.__module__.split(".", 1)[0] not in (framework, "builtins"):
                     found.extend((None, name, value) for name, value in vars(klass).items())
         function = getattr(function, "__func__", function)

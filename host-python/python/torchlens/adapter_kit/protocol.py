@@ -76,7 +76,7 @@ class BackendProtocol(ABC):
 
     # ---- module attribution --------------------------------------------------------------------
 
-    #: What a module root of this framework is, as refusals name it ("a paddle.nn.Layer root").
+    #: What a module root of this framework is, as refusals name it ("a <framework>.nn.Layer root").
     module_root_description: str = "a module root"
     #: The framework's module class, where being an instance of it is what makes a module root.
     module_type: Optional[type] = None
@@ -107,7 +107,7 @@ class BackendProtocol(ABC):
     def grad_input(self, request: CaptureRequest, position: int) -> Any:
         """The input ``GradOptions.input_grad_argnums`` position ``position`` names (None when
         there is none). Positions count the call's positional arguments; a backend whose first
-        argument is not an input (JAX's parameter pytree) shifts them."""
+        argument is not an input (a parameter tree passed first) shifts them."""
         return request.args[position] if 0 <= position < len(request.args) else None
 
     def differentiable_input(self, value: Any) -> bool:
@@ -168,11 +168,33 @@ class BackendProtocol(ABC):
         """Runs one checked :class:`~torchlens.adapter_kit.CaptureRequest` and returns its
         :class:`~torchlens.trace.Trace` (built by :meth:`CaptureSession.finish`): the kit's
         pipeline over the backend's :attr:`capture_hooks`."""
+        return run_capture(self, request, self.make_capture_hooks(request))
+
+    def make_capture_hooks(self, request: Any) -> CaptureHooks:
+        """This backend's :attr:`capture_hooks` for one request."""
         if self.capture_hooks is None:
             raise NotImplementedError(
                 f"{type(self).__name__} names no capture_hooks and overrides no capture"
             )
-        return run_capture(self, request, self.capture_hooks(self, request))
+        return self.capture_hooks(self, request)
+
+    def make_grad_hooks(self, trace: Any, options: Any) -> Any:
+        """This backend's :attr:`grad_hooks_type` for one trace (the gate refuses derived
+        gradients to a backend without one before anything runs)."""
+        if self.grad_hooks_type is None:
+            raise NotImplementedError(f"{type(self).__name__} names no grad_hooks_type")
+        return self.grad_hooks_type(trace, options)
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        """``value`` converted to the core dtype ``dtype`` (the default loss sums outputs in
+        float32). A backend whose derived gradients use the kit's default loss implements it."""
+        raise NotImplementedError(f"{type(self).__name__} implements no cast")
+
+    def holds_data(self, value: Any) -> bool:
+        """Whether ``value`` holds data replay can compare (False for a shape-only value, such
+        as a tensor on a ``meta`` device): validation of a trace with such values is
+        ``unavailable`` (``values_not_materialized``), not failed."""
+        return True
 
     def reference_output(self, model: Any, args: tuple, kwargs: dict) -> Any:
         """The model's output computed with no TorchLens wrapper installed (the call itself; a
@@ -229,7 +251,7 @@ class BackendProtocol(ABC):
         """A framework array of logical dtype ``dtype`` (a core dtype name) from a NumPy array
         holding its values, or for bit-carried dtypes (``bfloat16``) their raw bits in the
         transport dtype (``uint16``). ``like``, when given, is a value whose framework-specific
-        kind the result takes (a JAX typed PRNG key rebuilt from its key data)."""
+        kind the result takes (a typed random key rebuilt from its key data)."""
 
     def neutral_dtype(self, value: Any) -> str:
         """The core's name for a value's dtype (``bfloat16`` survives a widening host view)."""
@@ -246,9 +268,13 @@ class BackendProtocol(ABC):
     def run_op(self, record: Any, args: tuple, kwargs: dict) -> Any:
         """Runs one recorded op (a :class:`~torchlens.adapter_kit.replay.ReplayRecord`) on
         parent values and returns the value of the recorded output: the call's result, or its
-        ``output_index``-th leaf of :meth:`output_leaves`."""
-        result = record.call(*args, **kwargs)
-        return result if record.output_index is None else self.output_leaves(result)[record.output_index]
+        ``output_index``-th leaf of :meth:`output_leaves` (:meth:`output_at`)."""
+        return self.output_at(record.call(*args, **kwargs), record.output_index)
+
+    def output_at(self, result: Any, output_index: Optional[int]) -> Any:
+        """The recorded output of an op's result (replay and the replay of an edited op): the
+        result itself, or its ``output_index``-th leaf of :meth:`output_leaves`."""
+        return result if output_index is None else self.output_leaves(result)[output_index]
 
     def replay_argument(self, value: Any) -> Any:
         """What replay passes for a saved value: a copy where the op might write into it."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .live_edits import LiveEditHost
 from .module_walk import ModuleTree, ModuleWalk
@@ -286,12 +286,8 @@ class Recorder(LiveEditHost):
         return module_id
 
     def module_stack(self) -> List[str]:
-        """Addresses of the module calls open now, outermost first (the root excluded)."""
-        return [
-            self.addresses.get(module_id, str(module_id))
-            for module_id, calls in self.session.open_calls.items()
-            if calls and module_id in self.addresses and module_id != 0
-        ]
+        """The module calls open now, ``address:call``, outermost first (the root excluded)."""
+        return self.session.open_module_calls(self.addresses)
 
     # ---- module calls ---------------------------------------------------------------------------
 
@@ -368,17 +364,20 @@ class Recorder(LiveEditHost):
         keywords: Any,
         results: Iterable[Tuple[Optional[int], Any]],
         opaque: bool = False,
+        attributes: Sequence[Tuple[str, str]] = (),
+        keep: bool = True,
     ) -> List[OutputFact]:
         """Reports one op whose parents and replay templates ``argument_template`` made: each
         ``(output index, value)`` of ``results`` gets a new id and is held with its replay
-        record. Returns the outputs' facts (what :meth:`edited_outputs` takes)."""
+        record. ``attributes`` and ``keep`` are :meth:`CaptureSession.op`'s. Returns the
+        outputs' facts (what :meth:`edited_outputs` takes)."""
         outputs: List[OutputFact] = []
         for output_index, value in results:
             value_id = self.tag(value)
             self.values[value_id] = value
             self.records[value_id] = ReplayRecord(call, func, template, keywords, output_index, opaque)
             outputs.append((value_id, value, self.shape_of(value), self.dtype_of(value)))
-        self.session.op(func, parents, outputs)
+        self.session.op(func, parents, outputs, attributes=attributes, keep=keep)
         for value_id, value, _shape, _dtype in outputs:
             self.declared("op", func, value_id, value, [parent for parent, _ in parents])
         return outputs

@@ -33,7 +33,7 @@ from ..validation import fold
 from .value_independence import value_independent
 
 #: Relative and absolute tolerance by dtype: a framework may pick another kernel for the same op
-#: (torch's fused attention runs only when no function mode is active), which changes rounding.
+#: (a fused kernel may run only when no interception mode is active), which changes rounding.
 TOLERANCE: Mapping[str, float] = {
     "float8_e4m3": 1.25e-1,
     "float8_e5m2": 2.5e-1,
@@ -190,7 +190,7 @@ def _sequence_template(
     array_type: Any,
     reference: Callable[[Any], Tuple[int, ValueRef]],
 ) -> Any:
-    """A list or tuple argument: arrays inside it (torch.cat's list) are references too, so the
+    """A list or tuple argument: arrays inside it (a concatenation's list) are references too, so the
     template never holds a value the selection released; they share the argument's position.
     Everything else in it is a :func:`snapshot`."""
     if not any(isinstance(item, array_type) for item in argument):
@@ -208,9 +208,9 @@ def _sequence_template(
 
 def snapshot(argument: Any) -> Any:
     """A non-array argument as it is when the call runs: lists and dicts (and tuples holding
-    them) are copied, so a caller that edits its ``shape`` list after the call (MLX's
+    them) are copied, so a caller that edits its ``shape`` list after the call (an
     ``nn.Upsample`` does) cannot change what replay passes. Immutable values, and arrays, are
-    kept as they are. Every recorder templates its calls through this (the torch native
+    kept as they are. Every recorder templates its calls through this (the native
     recorder's ``snapshot`` in ``held_op.rs`` is its twin)."""
     if isinstance(argument, list):
         return [snapshot(item) for item in argument]
@@ -442,6 +442,7 @@ class _Replayer:
         import numpy  # lazy: importing torchlens imports no numpy
 
         floating = dtype in TOLERANCE
+        finite = array
         if floating:
             wide = array.astype(numpy.complex128 if array.dtype.kind == "c" else numpy.float64)
             finite = numpy.where(numpy.isfinite(wide), wide, 0.0)
@@ -495,7 +496,7 @@ class _Replayer:
     def decide(self, op: Any) -> Tuple[str, str]:
         value_id = op._info.get("value")
         record = self.runtime.records.get(value_id) if value_id is not None else None
-        if record is None:
+        if value_id is None or record is None:
             return "not_replayable", "payload_not_saved"
         arguments = references((record.args, record.kwargs))
         if self.unresolved(value_id, arguments):
@@ -561,7 +562,7 @@ def control_operands(distinct: List[ValueRef], dtype_of: Callable[[ValueRef], st
     shapes, sizes, indices, axes and counts (``Conv2DBackpropInput``'s ``input_sizes``, a
     gather's indices, a reshape's shape). Replay never perturbs them: a perturbed control value
     is not evidence of a dependence, and some kernels end the whole process on one instead of
-    raising (TensorFlow's oneDNN convolution aborts on a negative dimension). The floating
+    raising (a oneDNN convolution aborts on a negative dimension). The floating
     operands carry the perturbation check; an op whose operands are all integers (integer
     arithmetic) still has its integers perturbed."""
     dtypes = {id(reference): dtype_of(reference) for reference in distinct}
@@ -601,6 +602,16 @@ def validation_status(adapter: Any, trace: Any, outputs: Optional[List[Any]] = N
     runtime = trace._runtime
     if runtime is None:
         return fold([], labels, runtime_available=False)
+    # Shape-only values (a meta device): nothing to replay, and nothing was wrong.
+    # (Read past the payload guard: a value changed after the capture is replay's to report.)
+    payloads = trace._payloads
+    empty = [
+        op.index
+        for op in trace.ops
+        if op._info["payload"] in payloads and not adapter.holds_data(payloads[op._info["payload"]])
+    ]
+    if empty:
+        return fold([(op, "not_replayable", "values_not_materialized") for op in empty], labels)
     decisions: List[Tuple[int, str, str]] = []
     replayer = _Replayer(adapter, trace, runtime)
     replayer.load_values(decisions)

@@ -103,7 +103,7 @@ class CaptureSession:
         #: Whether ``stop_after=`` ended the forward (``mark_stopped``).
         self.stopped = False
         #: How the adapter keeps a value as a payload (``hold(value_id, value)``): by default
-        #: the value itself; torch keeps a detached alias and records its version counter.
+        #: the value itself; a backend may keep a detached alias and record its version counter.
         self.hold: Callable[[int, Any], Any] = _hold_as_is
         self._keep_outputs = request.save.mode != "none"
         self._selector = selector
@@ -130,8 +130,8 @@ class CaptureSession:
         self._root_entered = False
         #: Whether ``open_calls`` is kept up to date (see :meth:`without_call_tracking`).
         self._tracks_calls = True
-        # The next value id, and events not yet sent. The native torch recorder
-        # (backends/torch/native/src/held_op.rs) updates these two and ``_op_count`` itself.
+        # The next value id, and events not yet sent. A native recorder (one backend has one,
+        # in Rust) updates these two and ``_op_count`` itself.
         self._next_value = 1
         self._unsent = 0
         self._open = True
@@ -303,7 +303,7 @@ class CaptureSession:
     def holds_no_output(self) -> bool:
         """Whether no op output is kept (``save=False``, nothing streamed): nothing is decided
         per output, so an adapter may report an op's outputs with no payload and no decision
-        (the torch adapter's native recorder appends such ops to the session itself)."""
+        (a backend's native recorder appends such ops to the session itself)."""
         return not self._keep_outputs and self._selector is None and self.spool is None
 
     def held_op(
@@ -378,6 +378,15 @@ class CaptureSession:
     def open_calls(self) -> Dict[int, List[int]]:
         """Module id → the call numbers open now (``ROOT_CALL`` for the root call)."""
         return self._open_calls
+
+    def open_module_calls(self, addresses: Dict[int, str]) -> List[str]:
+        """The module calls open now, outermost first, as ``address:call`` (the names a trace's
+        ops carry in ``module_stack``); the root call and modules without an address left out."""
+        return [
+            f"{addresses[module_id]}:{calls[-1]}"
+            for module_id, calls in self._open_calls.items()
+            if calls and module_id in addresses and addresses[module_id] != "self"
+        ]
 
     def without_call_tracking(self) -> None:
         """The adapter says nothing of this capture asks which module calls are open (no live
@@ -553,7 +562,7 @@ class CaptureSession:
             for value_id in [value_id for value_id in self.payloads if value_id not in kept]:
                 del self.payloads[value_id]
             native_trace.keep_payloads(sorted(self.payloads))
-            if not self.selected:
+            if not self.selected and save.selector is not None:
                 # one more frame: warn_matched_nothing itself
                 warn_matched_nothing(save.selector, stacklevel=user_stacklevel() + 1)
         elif save.mode == "none":

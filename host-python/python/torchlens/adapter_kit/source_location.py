@@ -9,7 +9,7 @@ import sys
 from types import CodeType
 from typing import Dict, Iterable, Optional, Tuple
 
-#: Code objects remembered before the cache starts over (generated code, e.g. torch.fx's, makes
+#: Code objects remembered before the cache starts over (generated code, e.g. a graph tracer's, makes
 #: new code objects; the cache must not grow with them for the life of the process).
 MAX_REMEMBERED_CODE = 20_000
 

@@ -52,7 +52,7 @@ def shallow_items(value: Any) -> Iterable[Any]:
 def substitute(structure: Any, replaced: Dict[int, Any]) -> Any:
     """``structure`` with every object whose ``id`` is a key of ``replaced`` swapped for its
     value (a live edit's replacement), tuples, lists and dicts rebuilt, named tuples and
-    struct sequences (``torch.return_types``) kept as their own type."""
+    struct sequences (named tuples of results) kept as their own type."""
     found = replaced.get(id(structure))
     if found is not None:
         return found

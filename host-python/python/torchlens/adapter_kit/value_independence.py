@@ -2,11 +2,11 @@
 backend's replay: such an op is checked by replay alone, since no perturbation of an input can
 move its output (a zero fill, a ``*_like`` constructor, a shape query).
 
-Functions are recognised by the core's normalized op type (``zero_`` → ``zero``,
-``jnp.zeros_like`` → ``zeroslike``), so the same entry covers torch, JAX, TensorFlow, MLX,
-Paddle and tinygrad spellings. Only functions whose output is fully determined by shapes,
-dtypes and literal arguments belong here; a function with a value-dependent part (``masked_fill``
-keeps the unmasked values) does not: perturbation proves its edge through that part."""
+Functions are recognised by the core's normalized op type (``zero_`` → ``zero``, ``zeros_like``
+→ ``zeroslike``), so the same entry covers every framework's spelling. Only functions whose
+output is fully determined by shapes, dtypes and literal arguments belong here; a function with
+a value-dependent part (``masked_fill`` keeps the unmasked values) does not: perturbation
+proves its edge through that part."""
 
 from __future__ import annotations
 

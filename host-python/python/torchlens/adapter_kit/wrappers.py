@@ -65,7 +65,7 @@ class Patches:
         """Replaces ``owner.name`` by ``make(original)`` for the owner thread only: other threads
         call the original untouched. A property's getter is wrapped (it stays a property)."""
         raw = _class_attribute(owner, name) if isinstance(owner, type) else None
-        if isinstance(raw, property):
+        if isinstance(raw, property) and raw.fget is not None:
             # A computed property stays one: its getter is what the wrapper wraps.
             getter = self.for_owner_thread(make(raw.fget), raw.fget)
             self.replace(owner, name, property(getter, raw.fset, raw.fdel, raw.__doc__))
@@ -77,7 +77,7 @@ class Patches:
     def rebind_held(self, objects: Iterable[Any]) -> None:
         """Points the instance attributes of ``objects`` that hold a function :meth:`wrap`
         replaced at its wrapper, for the capture: they were read before the wrappers were
-        installed (MLX's ``nn.MaxPool2d`` keeps ``mx.max``), so they would bypass them."""
+        installed (a pooling layer that keeps its reduction function), so they would bypass them."""
         for obj in objects:
             try:
                 attributes = vars(obj)

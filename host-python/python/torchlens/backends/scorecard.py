@@ -91,7 +91,7 @@ def record_for(scorecard: dict, version: Optional[str] = None) -> Tuple[str, dic
     else the record for the pinned version, else the newest record."""
     records = scorecard["records"]
     for candidate in (version, scorecard["framework"]["pinned"]):
-        if candidate in records:
+        if candidate is not None and candidate in records:
             return candidate, records[candidate]
     newest = max(records, key=version_key)
     return newest, records[newest]

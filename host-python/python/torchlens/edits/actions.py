@@ -5,10 +5,12 @@ its ``apply_action`` hook instead. A replacement always keeps the value's shape 
 from __future__ import annotations
 
 import inspect
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..errors import PatchError, UnsupportedError
+from ..argument_checks import flag, optional_instance_of, real_number, short_repr
+from ..errors import ArgumentError, PatchError, UnsupportedError
 
 
 def _shape_kept(action: str, before: Any, after: Any) -> None:
@@ -231,6 +233,7 @@ class PatchFrom(Action):
 
 
 def _refuse_shape_change(force_shape_change: bool) -> None:
+    flag(force_shape_change, "force_shape_change")
     if force_shape_change:
         raise UnsupportedError(
             "edits keep the shape and dtype of the value they replace",
@@ -248,13 +251,13 @@ def zero_ablate(*, force_shape_change: bool = False) -> Action:
 def scale(factor: float, *, force_shape_change: bool = False) -> Action:
     """Multiply the value by ``factor``."""
     _refuse_shape_change(force_shape_change)
-    return Scale(factor)
+    return Scale(real_number(factor, "factor", "tl.scale(0.5)"))
 
 
 def add(delta: Any, *, force_shape_change: bool = False) -> Action:
     """Add ``delta`` (a number or an array) to the value."""
     _refuse_shape_change(force_shape_change)
-    return Add(delta)
+    return Add(_array_like(delta, "delta", "tl.add(0.1)"))
 
 
 def clamp(
@@ -262,7 +265,15 @@ def clamp(
 ) -> Action:
     """Clamp the value into ``[min, max]``."""
     _refuse_shape_change(force_shape_change)
-    return Clamp(min, max)
+    low = real_number(min, "min", "tl.clamp(min=0.0)", optional=True)
+    high = real_number(max, "max", "tl.clamp(max=1.0)", optional=True)
+    if low is not None and high is not None and low > high:
+        raise ArgumentError(
+            f"tl.clamp(min={low}, max={high}): min is above max",
+            "argument_invalid",
+            "pass min <= max",
+        )
+    return Clamp(low, high)
 
 
 def mean_ablate(
@@ -271,25 +282,59 @@ def mean_ablate(
     """Fill the value with a mean: of ``source`` when given, else of the value itself (over
     ``dim``, or every element)."""
     _refuse_shape_change(force_shape_change)
+    optional_instance_of(
+        dim, int, "dim", "an axis number", "pass dim=0 for the first axis, or leave it unset"
+    )
     return MeanAblate(source, dim)
 
 
 def replace_with(value: Any, *, force_shape_change: bool = False) -> Action:
     """Replace the value with ``value`` (an array, or a zero-argument callable returning one)."""
     _refuse_shape_change(force_shape_change)
-    return ReplaceWith(value)
+    return ReplaceWith(
+        value
+        if callable(value) and not isinstance(value, type)
+        else _array_like(value, "value", "tl.replace_with(torch.zeros(2, 4))")
+    )
 
 
 def patch_from(source: Any) -> Action:
     """Activation patching: each matched op takes its value from ``source`` (a trace of the
     same model), matched by site; a missing site or another shape is a typed error."""
+    # A trace (or a fork of one): what the patch reads is its ops, by site.
+    if not (hasattr(type(source), "ops") and hasattr(type(source), "select")):
+        raise ArgumentError(
+            f"tl.patch_from takes a trace of the same model, got {type(source).__name__} "
+            f"{short_repr(source)}",
+            "argument_invalid",
+            "pass the trace to patch from: tl.patch_from(clean_trace)",
+        )
     return PatchFrom(source)
+
+
+def _array_like(value: Any, argument: str, example: str) -> Any:
+    """A number or an array (anything with a shape, or a list or tuple of numbers): what NumPy
+    broadcasts against the value when the action fires."""
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return value
+    if hasattr(value, "shape") or isinstance(value, (list, tuple)):
+        return value
+    raise ArgumentError(
+        f"{argument} must be a number or an array, got {type(value).__name__} {short_repr(value)}",
+        "argument_invalid",
+        f"pass a number or an array of the value's shape, e.g. {example}",
+    )
 
 
 def as_action(action: Any) -> Action:
     """An :class:`Action` from an action or a plain callable."""
     if isinstance(action, Action):
         return action
-    if callable(action):
+    # A class is callable, but as an action it would be constructed with each value.
+    if callable(action) and not isinstance(action, type):
         return CallableAction(action)
-    raise TypeError(f"an edit action must be a tl action or a callable, got {action!r}")
+    raise ArgumentError(
+        f"an edit action must be a tl action or a callable, got {type(action).__name__} {short_repr(action)}",
+        "argument_invalid",
+        "pass an action such as tl.zero_ablate(), tl.scale(0.5), or a function value -> value",
+    )

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
+from ..argument_checks import short_repr
+from ..errors import ArgumentError
 from ..selectors import Selector, as_selector
 from .actions import Action, as_action
 
@@ -53,10 +55,18 @@ def when(condition: Any, action: Any, *, direction: Optional[str] = None) -> Int
     gradient site (the same as ``direction="backward"``); ``action`` a tl action or a plain
     callable ``value -> value``."""
     if direction not in (None, "forward", "backward"):
-        raise ValueError("direction must be 'forward' or 'backward'")
+        raise ArgumentError(
+            f"direction must be 'forward', 'backward' or None, got {short_repr(direction)}",
+            "argument_invalid",
+            "leave direction unset for forward edits; tl.when(tl.grad(selector), action) edits gradients",
+        )
     if isinstance(condition, GradSite):
         if direction == "forward":
-            raise ValueError("tl.grad(...) is a gradient site: leave direction unset")
+            raise ArgumentError(
+                "tl.grad(...) is a gradient site, so direction='forward' contradicts it",
+                "argument_invalid",
+                "leave direction unset with tl.grad(...)",
+            )
         condition, direction = condition.selector, "backward"
     return Intervention(as_selector(condition), as_action(action), direction)
 
@@ -68,7 +78,11 @@ def interventions_of(intervene: Any) -> Tuple[Intervention, ...]:
     rules = tuple(intervene) if isinstance(intervene, (list, tuple)) else (intervene,)
     for rule in rules:
         if not isinstance(rule, Intervention):
-            raise TypeError(f"intervene= takes tl.when(...) rules, got {rule!r}")
+            raise ArgumentError(
+                f"intervene= takes tl.when(...) rules, got {type(rule).__name__} {short_repr(rule)}",
+                "argument_invalid",
+                "pass intervene=tl.when(tl.func('relu'), tl.zero_ablate()), or a list of such rules",
+            )
     return rules
 
 
@@ -91,7 +105,14 @@ class StopRule:
 class RecordContext:
     """What a value-dependent predicate sees about one op as it runs. ``label`` is provisional
     (final labels exist only after the capture); the value fields are filled only by backends
-    that hold the concrete value at that point."""
+    that hold the concrete value at that point.
+
+    It answers the names a finished trace's :class:`~torchlens.trace.Op` answers — ``out`` (and
+    ``value``), ``shape``, ``dtype``, ``func_name``, ``module``, ``module_stack``, ``label`` —
+    so one ``tl.where`` predicate serves ``save=``, ``intervene=`` and ``trace.select``.
+    ``module`` is the innermost module call, ``address:call`` (``"self"`` at the root), and
+    ``module_stack`` every open call, innermost first, ending with ``"self"``; ``address`` is
+    the innermost module's address alone."""
 
     kind: str
     label: str
@@ -109,6 +130,16 @@ class RecordContext:
     parent_labels: Tuple[str, ...] = field(default_factory=tuple)
     #: The concrete output value (a framework array), where the backend holds it.
     value: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def out(self) -> Any:
+        """The op's output value (``value``), by the name :attr:`Op.out` has."""
+        return self.value
+
+    @property
+    def module(self) -> str:
+        """The innermost module call open at the op, ``address:call`` (``"self"`` at the root)."""
+        return self.module_stack[0] if self.module_stack else "self"
 
 
 @dataclass(frozen=True)

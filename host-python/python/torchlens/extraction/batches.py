@@ -92,7 +92,9 @@ def _detached(value: Any) -> Any:
     # A torch tensor that requires grad refuses NumPy views; the digest needs only its values.
     detach = getattr(value, "detach", None)
     if callable(detach) and type(value).__module__.startswith("torch"):
-        value = detach().cpu()
+        detached = detach()
+        to_host = getattr(detached, "cpu", None)
+        value = to_host() if callable(to_host) else detached
     return value
 
 

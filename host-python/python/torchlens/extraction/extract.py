@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
+from ..argument_checks import backend_name, optional_instance_of, path_argument, short_repr
 from ..errors import ExtractionError
+from ..file_errors import created_folder
 from ..selectors import as_selector
 from .batches import total_rows
 from .engine_local import run_local
@@ -71,9 +73,20 @@ def extract_dataset(
             "extraction_engine_unknown",
             'pass engine="local" (default) or engine="ray"',
         )
+    backend_name(backend)
+    if inputs is not None and not callable(inputs):
+        raise ExtractionError(
+            f"inputs= must be a function from a batch to the model's inputs, got {short_repr(inputs)}",
+            "argument_invalid",
+            "pass inputs=lambda batch: batch[0], or leave it unset to pass each batch whole",
+        )
+    optional_instance_of(progress, bool, "progress", "True or False", "pass progress=False to hide it")
+    optional_instance_of(
+        ray_actors, int, "ray_actors", "a number of actors", "pass ray_actors=4, or leave it unset"
+    )
     selector = as_selector(save)
     source = model_source(model_or_factory)
-    out = os.path.abspath(out)
+    out = created_folder(os.path.abspath(path_argument(out, "out", "activations/")))
     description = job_description(source.description, selector, batch_size, backend, inputs)
     claim_out(out, description)
     job = Job(out, selector, batch_size, backend, inputs, description)

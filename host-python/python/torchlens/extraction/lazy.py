@@ -11,8 +11,10 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from .. import api
 from ..adapter_kit.array_codec import transport_dtype
+from ..argument_checks import flag, path_argument
 from ..backends import get_backend
 from ..errors import ExtractionError, NotFoundError
+from ..file_errors import existing_folder
 from .index import read_index
 from .shards import read_header
 
@@ -52,6 +54,7 @@ class Extraction:
         return iter(self.labels)
 
     def keys(self) -> List[str]:
+        """The extracted ops' labels (as :attr:`labels`; an extraction reads like a mapping)."""
         return self.labels
 
     def __getitem__(self, label: str) -> Column:
@@ -116,6 +119,7 @@ class Column:
 
     @property
     def shape(self) -> tuple:
+        """``(rows, *value shape)``: the column as one array would be."""
         return (len(self._extraction), *self.row_shape)
 
     def __len__(self) -> int:
@@ -233,4 +237,9 @@ def load_extraction(path: str, verify: bool = False) -> Extraction:
     """Opens the output folder of :func:`extract_dataset` (its ``index.json``, written last).
     Values stay on disk until indexed. ``verify=True`` reads every payload once and checks its
     CRC-32 against the index."""
-    return Extraction(path, verify=verify)
+    path = path_argument(path, "path", "activations/")
+    existing_folder(
+        path,
+        "pass the folder tl.extract_dataset wrote (holding index.json); open one .tlspec file with tl.load",
+    )
+    return Extraction(path, verify=flag(verify, "verify"))

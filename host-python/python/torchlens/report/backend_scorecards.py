@@ -8,8 +8,9 @@ import html
 from dataclasses import dataclass
 from typing import List, Optional
 
+from ..adapter_kit.framework_version import installed_version
 from ..backends.registry import specs
-from ..backends.scorecard import counts, first_failed, installed_version, record_for, shipped_scorecard
+from ..backends.scorecard import counts, first_failed, record_for, shipped_scorecard
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ _DISTANCE_FIELDS = {
 }
 
 
+#: Ops one ``ops`` call copies out of the component at most (the native host's OPS_PER_CALL).
+OPS_PER_CALL = 16_384
+
+
 def _selector(arena: Any) -> dict:
     """A selector arena ``(nodes, root)`` (see convert.rs ``selector``) as the WIT record."""
     try:
@@ -46,6 +50,19 @@ def _selector(arena: Any) -> dict:
         else:
             raise ValueError(f"unknown selector node kind {kind!r}")
     return {"nodes": converted, "root": root}
+
+
+def _selector_arena(selector: dict) -> tuple:
+    """A checked WIT selector as the arena ``(nodes, root)`` that :func:`_selector` reads
+    (convert.rs ``selector_arena``)."""
+    nodes = []
+    for case, payload in selector["nodes"]:
+        kind = case.replace("-", "_")
+        if kind in ("followed_by", "preceded_by"):
+            nodes.append((kind, (payload["first"], payload["other"], payload["within"])))
+        else:
+            nodes.append((kind, list(payload) if kind in ("and", "or") else payload))
+    return nodes, selector["root"]
 
 
 def _live_plan(plan: dict) -> tuple:
@@ -143,7 +160,18 @@ class Trace:
         return _trace_info(self._call("info"))
 
     def ops(self, start: int = 0, count: int = 0xFFFFFFFF) -> List[dict]:
-        return [_op_info(op) for op in self._call("ops", start, count)]
+        # A page at a time, as the native host does (trace.rs OPS_PER_CALL): no call copies more
+        # than a bounded amount out of the component.
+        found: List[dict] = []
+        end = min(start + count, 0xFFFFFFFF)
+        while start < end:
+            page = min(end - start, OPS_PER_CALL)
+            ops = self._call("ops", start, page)
+            found.extend(_op_info(op) for op in ops)
+            if len(ops) < page:
+                break
+            start += page
+        return found
 
     def find_label(self, label: str) -> Optional[int]:
         return self._call("find-label", label)
@@ -398,8 +426,14 @@ class Core:
     def op_type(self, func_name: str) -> str:
         return self._instance.call("op-type", func_name)
 
+    def escape_terminal_text(self, text: str) -> str:
+        return self._instance.call("escape-terminal-text", text)
+
     def classify_selector(self, selector: Any) -> str:
         return self._instance.checked("classify-selector", _selector(selector))
+
+    def parse_selector(self, expression: str) -> tuple:
+        return _selector_arena(self._instance.checked("parse-selector", expression))
 
     def trace_from_body(self, body: bytes) -> Trace:
         return Trace(self._instance, self._instance.checked("[static]trace.from-body", bytes(body)))
@@ -446,4 +480,5 @@ class Core:
         return None if case == "admitted" else code
 
     def sandboxed(self) -> bool:
-        return False
+        # Whether the runtime meters fuel (the untrusted limits), as the native host answers.
+        return self._runtime.limits.fuel_per_call is not None

@@ -4,7 +4,9 @@ thread, each call mapped to the typed errors of ``torchlens.errors``.
 
 The sandbox is the native host's (host-runtime/src/sandbox.rs): every WASI import traps except
 the random interfaces std asks for at start-up, which get fixed bytes; linear memory is capped
-at 4 GiB like the native host's trusted limits.
+at 4 GiB like the native host's trusted limits. For files from anyone
+(``tl.load(path, untrusted=True)``) a second runtime runs under :data:`UNTRUSTED`, the CLI's
+limits: 512 MiB, a fuel budget and a 30 s deadline per call (epoch interruption).
 """
 
 from __future__ import annotations
@@ -14,20 +16,40 @@ import ctypes
 import hashlib
 import os
 import threading
+import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import wasmtime
 from wasmtime import _ffi as ffi
 from wasmtime import component as wc
 
 from ... import errors
+from ...terminal_text import shown
 from .installed import wasmtime_version
 from .values import converters
 
 CORE_INTERFACE = "torchlens:core/core@0.1.0"
 MEMORY_CAP = 4 << 30
+
+
+class Limits(NamedTuple):
+    """What an instance may use (host-runtime's ``SandboxLimits``)."""
+
+    memory_bytes: int
+    #: Fuel per call (about one per wasm instruction); None: no fuel metering.
+    fuel_per_call: Optional[int]
+    #: Wall-clock seconds per call; None: no deadline.
+    deadline_seconds: Optional[float]
+
+
+#: In-process use on the user's own data (the native host's ``SandboxLimits::trusted``).
+TRUSTED = Limits(MEMORY_CAP, None, None)
+#: Files from anyone: the CLI's limits (``SandboxLimits::untrusted``).
+UNTRUSTED = Limits(512 << 20, 20_000_000_000, 30.0)
+#: How often the epoch advances under a deadline (host-runtime's ``EPOCH_TICK``).
+EPOCH_TICK_SECONDS = 0.01
 _WASI_VERSIONS = [f"0.2.{minor}" for minor in range(10)]
 _SEED = (0x5EED, 0x7E11)
 
@@ -48,7 +70,10 @@ def core_error(family: str, info: dict) -> errors.TorchLensError:
         name = "BackendCapabilityConformanceError"
     else:
         name = _FAMILIES.get(family, "UnsupportedError")
-    return getattr(errors, name)(info["message"], info["code"], info["remedy"])
+    # The message may quote a file's strings and ends up in a traceback: shown escaped by the
+    # core's function, as the native host does (a typed error is an ordinary return: the core
+    # is alive).
+    return getattr(errors, name)(shown(info["message"]), info["code"], info["remedy"])
 
 
 def _fixed_bytes(length: int) -> bytes:
@@ -66,12 +91,14 @@ def _cache_dir() -> Optional[Path]:
     return Path(base) / "torchlens" if base else None
 
 
-def _compile(engine: wasmtime.Engine, component_bytes: bytes) -> wc.Component:
-    """Compiles the component, or loads the compiled form this package version wrote."""
+def _compile(engine: wasmtime.Engine, component_bytes: bytes, metered: bool = False) -> wc.Component:
+    """Compiles the component, or loads the compiled form this package version wrote (a
+    metered engine's code differs: it has its own cache entry)."""
     digest = hashlib.sha256(component_bytes).hexdigest()[:24]
     version = wasmtime_version()
     directory = _cache_dir()
-    cached = directory / f"wasmtime-py-{version}-{digest}.cwasm" if directory else None
+    kind = "-metered" if metered else ""
+    cached = directory / f"wasmtime-py-{version}-{digest}{kind}.cwasm" if directory else None
     if cached is not None and cached.is_file():
         try:
             # Only bytes this code wrote for these exact component bytes and wasmtime version.
@@ -93,10 +120,19 @@ def _compile(engine: wasmtime.Engine, component_bytes: bytes) -> wc.Component:
 class Runtime:
     """The compiled component and its linker, shared by every thread's instance."""
 
-    def __init__(self, component_bytes: bytes) -> None:
+    def __init__(self, component_bytes: bytes, limits: Limits = TRUSTED) -> None:
         self.component_bytes = component_bytes
-        self.engine = wasmtime.Engine(wasmtime.Config())
-        self.component = _compile(self.engine, component_bytes)
+        self.limits = limits
+        config = wasmtime.Config()
+        metered = limits.fuel_per_call is not None or limits.deadline_seconds is not None
+        if limits.fuel_per_call is not None:
+            config.consume_fuel = True
+        if limits.deadline_seconds is not None:
+            config.epoch_interruption = True
+        self.engine = wasmtime.Engine(config)
+        self.component = _compile(self.engine, component_bytes, metered)
+        if limits.deadline_seconds is not None:
+            _start_epoch_ticker(self.engine)
         self.linker = wc.Linker(self.engine)
         self._answer_random()
         self.linker.define_unknown_imports_as_traps(self.component)
@@ -126,6 +162,26 @@ class Runtime:
         return Instance(self)
 
 
+def _start_epoch_ticker(engine: wasmtime.Engine) -> None:
+    """Advances the engine's epoch every tick on a daemon thread, for as long as the engine
+    lives (held weakly, so the thread ends with it)."""
+    held = weakref.ref(engine)
+
+    def tick() -> None:
+        while True:
+            time.sleep(EPOCH_TICK_SECONDS)
+            current = held()
+            if current is None:
+                return
+            try:
+                current.increment_epoch()
+            except Exception:  # the engine was closed at exit
+                return
+            del current
+
+    threading.Thread(target=tick, name="torchlens-epoch", daemon=True).start()
+
+
 class _Export:
     """One exported function with its converters, built on first use."""
 
@@ -145,7 +201,8 @@ class Instance:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.store = wasmtime.Store(runtime.engine)
-        self.store.set_limits(memory_size=MEMORY_CAP)
+        self.store.set_limits(memory_size=runtime.limits.memory_bytes)
+        self._arm()
         self.dead = False
         try:
             self.instance = runtime.linker.instantiate(self.store, runtime.component)
@@ -165,6 +222,24 @@ class Instance:
         # Every live resource handle, so interpreter exit can free them while the wasmtime
         # package's C bindings still exist (its finalizers fail noisily after module teardown).
         self.handles: weakref.WeakSet[wc.ResourceAny] = weakref.WeakSet()
+
+    def _arm(self) -> None:
+        """Refills the fuel and resets the deadline for the next call (untrusted limits)."""
+        limits = self.runtime.limits
+        if limits.fuel_per_call is not None:
+            self.store.set_fuel(limits.fuel_per_call)
+        if limits.deadline_seconds is not None:
+            self.store.set_epoch_deadline(max(1, int(limits.deadline_seconds / EPOCH_TICK_SECONDS)))
+
+    def _trap_code(self, started: float) -> str:
+        """Which limit stopped a call (wasmtime-py gives traps no code): the fuel ran out, the
+        deadline passed, or something else (a memory cap or a bug)."""
+        limits = self.runtime.limits
+        if limits.fuel_per_call is not None and self.store.get_fuel() == 0:
+            return "sandbox_fuel_exhausted"
+        if limits.deadline_seconds is not None and time.monotonic() - started >= limits.deadline_seconds:
+            return "sandbox_deadline_exceeded"
+        return "sandbox_trap"
 
     def _export(self, name: str) -> _Export:
         export = self._exports.get(name)
@@ -196,6 +271,8 @@ class Instance:
         lowered = 0
         result = ffi.wasmtime_component_val_t()
         with self.lock:
+            self._arm()
+            started = time.monotonic()
             try:
                 for lower, value in zip(export.lowers, params):
                     lower(self.store, value, ctypes.pointer(raw_params[lowered]))
@@ -214,9 +291,14 @@ class Instance:
         if error:
             self.dead = True
             trap = wasmtime.WasmtimeError._from_ptr(error)
-            raise errors.CoreTrapError(
-                f"the core component stopped: {trap}", "sandbox_trap", "reinstall torchlens if this persists"
+            code = self._trap_code(started)
+            remedy = (
+                "reinstall torchlens if this persists"
+                if code == "sandbox_trap" and self.runtime.limits == TRUSTED
+                else "the file needs more memory or time than the untrusted sandbox allows; "
+                "if you trust it, load it without untrusted=True"
             )
+            raise errors.CoreTrapError(f"the core component stopped: {trap}", code, remedy)
         if export.lift is None:
             return None
         try:
@@ -270,8 +352,9 @@ class Instance:
 class Threads:
     """The runtime (compiled once) and this thread's instance (fresh after a trap)."""
 
-    def __init__(self, load_component: Callable[[], bytes]) -> None:
+    def __init__(self, load_component: Callable[[], bytes], limits: Limits = TRUSTED) -> None:
         self._load_component = load_component
+        self._limits = limits
         self._runtime: Optional[Runtime] = None
         self._runtime_lock = threading.Lock()
         self._local = threading.local()
@@ -292,7 +375,7 @@ class Threads:
         with self._runtime_lock:
             if self._runtime is None:
                 try:
-                    self._runtime = Runtime(self._load_component())
+                    self._runtime = Runtime(self._load_component(), self._limits)
                 except wasmtime.WasmtimeError as error:
                     raise errors.CoreUnavailableError(
                         f"the core component could not be compiled: {error}",
@@ -300,6 +383,13 @@ class Threads:
                         "reinstall torchlens if this persists",
                     ) from error
             return self._runtime
+
+    def fresh_instance(self) -> Tuple[Instance, Runtime]:
+        """A new instance of its own (not this thread's shared one)."""
+        runtime = self.runtime()
+        instance = runtime.instantiate()
+        self._instances.add(instance)
+        return instance, runtime
 
     def instance(self) -> Tuple[Instance, Runtime]:
         runtime = self.runtime()

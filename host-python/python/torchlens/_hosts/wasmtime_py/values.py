@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Dict, Literal, Tuple
 
 from wasmtime import _ffi as ffi
 from wasmtime import component as wc
@@ -39,8 +39,8 @@ _BYTES_CHUNK = 1 << 16
 # value) entries; variants (name, value pointer); results (is_ok, value pointer).
 _ENTRY_SIZE = ctypes.sizeof(ffi.wasmtime_component_valrecord_entry_t)
 _ENTRY_VALUE = ffi.wasmtime_component_valrecord_entry_t.val.offset
-_VARIANT_VALUE = _PAYLOAD_OFFSET + ffi.wasmtime_component_valvariant_t.val.offset
-_RESULT_VALUE = _PAYLOAD_OFFSET + ffi.wasmtime_component_valresult_t.val.offset
+_VARIANT_VALUE = _PAYLOAD_OFFSET + ffi.wasmtime_component_valvariant_t.__dict__["val"].offset
+_RESULT_VALUE = _PAYLOAD_OFFSET + ffi.wasmtime_component_valresult_t.__dict__["val"].offset
 _VECTOR = struct.Struct("<QQ")  # wasm_byte_vec_t and the value lists: (size, data pointer)
 _POINTER = struct.Struct("<Q")
 _READ = ctypes.string_at
@@ -52,6 +52,8 @@ def _python_name(name: str) -> str:
 
 _SCALAR_CODES = {"boolean": "?", "u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h"}
 _SCALAR_CODES.update({"s32": "i", "s64": "q", "f32": "f", "f64": "d"})
+#: The layout of each scalar lift, which records read in place instead of calling the lift.
+_SCALAR_LAYOUTS: Dict[Callable[[int], Any], struct.Struct] = {}
 
 
 def _scalar(kind: Any, field: str) -> Tuple[Lower, Lift]:
@@ -68,7 +70,7 @@ def _scalar(kind: Any, field: str) -> Tuple[Lower, Lift]:
     def lift(address: int) -> Any:
         return unpack(_READ(address, size), _PAYLOAD_OFFSET)[0]
 
-    lift.layout = layout  # type: ignore[attr-defined]  # read in place by records (_record)
+    _SCALAR_LAYOUTS[lift] = layout  # read in place by records (_record)
 
     return lower, lift
 
@@ -79,7 +81,7 @@ def _lower_bytes(store: Any, value: Any, pointer: Any) -> None:
     raw = ffi.wasmtime_component_vallist_t()
     ffi.wasmtime_component_vallist_new_uninit(raw, count)
     if count:
-        base = ctypes.cast(raw.data, ctypes.c_void_p).value
+        base = ctypes.cast(raw.data, ctypes.c_void_p).value or 0
         scratch = bytearray(min(count, _BYTES_CHUNK) * _VAL_SIZE)
         scratch[0::_VAL_SIZE] = bytes((ffi.WASMTIME_COMPONENT_U8.value,)) * (len(scratch) // _VAL_SIZE)
         for start in range(0, count, _BYTES_CHUNK):
@@ -108,7 +110,11 @@ def _lift_bytes(address: int) -> bytes:
     return b"".join(parts)
 
 
-def _scalar_list_lift(code: str) -> Lift:
+#: The struct format characters of the integer lists records carry.
+ScalarCode = Literal["I", "Q", "i"]
+
+
+def _scalar_list_lift(code: ScalarCode) -> Lift:
     """Lifts a list of fixed-size integers by reading the C array's payload slots as one
     strided view (op records carry ancestor and descendant lists as long as the trace)."""
     width = ctypes.sizeof({"I": ctypes.c_uint32, "Q": ctypes.c_uint64, "i": ctypes.c_int32}[code])
@@ -128,7 +134,8 @@ def _scalar_list_lift(code: str) -> Lift:
 def _list(element_type: Any) -> Tuple[Lower, Lift]:
     if isinstance(element_type, wc.U8):
         return _lower_bytes, _lift_bytes
-    scalar_code = {wc.U32: "I", wc.U64: "Q", wc.S32: "i"}.get(type(element_type))
+    codes: Dict[type, ScalarCode] = {wc.U32: "I", wc.U64: "Q", wc.S32: "i"}
+    scalar_code = codes.get(type(element_type))
     lower_element, lift_element = converters(element_type)
     list_kind = ffi.WASMTIME_COMPONENT_LIST.value
 
@@ -166,8 +173,8 @@ def _record(fields: list) -> Tuple[Lower, Lift]:
         offset = index * _ENTRY_SIZE + _ENTRY_VALUE + _PAYLOAD_OFFSET
         if field_lift is _lift_string:
             readers.append((key, None, offset, None))
-        elif hasattr(field_lift, "layout"):
-            readers.append((key, field_lift.layout.unpack_from, offset, None))
+        elif field_lift in _SCALAR_LAYOUTS:
+            readers.append((key, _SCALAR_LAYOUTS[field_lift].unpack_from, offset, None))
         else:
             readers.append((key, None, offset - _PAYLOAD_OFFSET, field_lift))
     block_size = len(plan) * _ENTRY_SIZE

@@ -4,6 +4,8 @@ import sys
 
 _HERE = os.path.dirname(__file__)
 sys.path.insert(0, _HERE)
+# The test models live in the conformance suite (conformance/models/), at the checkout's root.
+import conformance_paths  # noqa: E402, F401
 
 # Paddle crashes when it is first imported after TensorFlow in one process. Every process that
 # runs tests (each pytest-xdist worker included, whatever share of the files it gets) imports

@@ -11,10 +11,10 @@ import numpy
 import pytest
 import torch
 from cleanup_checks import nothing_installed
-from models import battery
 from test_jax_refusals import JAX_TRIGGERS
 
 import torchlens as tl
+from conformance.models.torch import battery
 from torchlens.backends import BackendProtocol, BackendSpec, FrameworkRequirement, gate, get_spec
 from torchlens.errors import BackendCapabilityConformanceError, BackendUnsupportedError
 from torchlens.options import CaptureOptions

@@ -57,9 +57,9 @@ def test_versions_report_the_component_the_host_and_its_wasmtime():
 
 def test_draw_produces_svg_for_the_graph_and_the_overview(tmp_path):
     import torch
-    from models import SmallCnn
 
     import torchlens as tl
+    from conformance.models.torch import SmallCnn
 
     trace = tl.trace(SmallCnn().eval(), torch.randn(1, 3, 8, 8))
     full = trace.draw(str(tmp_path / "full.svg"))

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 import torch
-from models import Mlp
 
 import torchlens as tl
+from conformance.models.torch import Mlp
 from torchlens import errors
 
 # Each thread has its own core: an instance per thread in the extension's Rust, the wasmtime-py

@@ -8,9 +8,9 @@ import os
 
 import pytest
 import torch
-from models import Loop, Mlp, SmallCnn
 
 import torchlens as tl
+from conformance.models.torch import Loop, Mlp, SmallCnn
 
 pytestmark = pytest.mark.torch
 

@@ -15,9 +15,9 @@ from typing import Dict, List
 import pytest
 import torch
 import torch.nn as nn
-from models import Residual
 
 import torchlens as tl
+from conformance.models.torch import Residual
 from torchlens.errors import BackendUnsupportedError, NotFoundError, SelectorMatchedNothingWarning
 from torchlens.options import CaptureOptions
 

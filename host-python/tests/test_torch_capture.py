@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 from cleanup_checks import nothing_installed
-from models import DictModel, Loop, Raises, SharedModule, battery
 from torch.overrides import TorchFunctionMode
 
 import torchlens as tl
+from conformance.models.torch import DictModel, Loop, Raises, SharedModule, battery
 
 pytestmark = pytest.mark.torch
 
@@ -143,7 +143,7 @@ def test_shared_modules_and_containers():
 
 
 def test_global_tensor_is_a_constant_parent():
-    from models import GLOBAL_OFFSET, ReadsGlobal
+    from conformance.models.torch import GLOBAL_OFFSET, ReadsGlobal
 
     trace = tl.trace(ReadsGlobal().eval(), torch.randn(2, 4))
     constant = [op for op in trace.ops if op.is_constant]
@@ -154,7 +154,7 @@ def test_global_tensor_is_a_constant_parent():
 
 
 def test_in_place_ops_keep_each_value():
-    from models import InPlace
+    from conformance.models.torch import InPlace
 
     model, x = InPlace().eval(), torch.randn(2, 4)
     trace = tl.trace(model, x)
@@ -281,7 +281,7 @@ def test_literal_producers_keyword_inputs_and_tuple_outputs():
 
 
 def test_a_narrow_save_keeps_values_from_before_later_in_place_ops():
-    from models import InPlace
+    from conformance.models.torch import InPlace
 
     model, x = InPlace().eval(), torch.randn(2, 4)
     trace = tl.trace(model, x, save=tl.func("linear") | tl.func("add_"))
@@ -338,13 +338,13 @@ class ReadsGlobalBetweenLayers(torch.nn.Module):
         self.fc2 = torch.nn.Linear(4, 4)
 
     def forward(self, x):
-        from models import GLOBAL_OFFSET
+        from conformance.models.torch import GLOBAL_OFFSET
 
         return self.fc2(torch.relu(self.fc1(x) + GLOBAL_OFFSET))
 
 
 def test_a_constant_read_mid_forward_does_not_shift_which_values_a_narrow_save_keeps():
-    from models import GLOBAL_OFFSET
+    from conformance.models.torch import GLOBAL_OFFSET
 
     model, x = ReadsGlobalBetweenLayers().eval(), torch.randn(2, 4)
     trace = tl.trace(model, x, save=tl.func("relu") | tl.module("fc2"))

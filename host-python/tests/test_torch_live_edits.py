@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from models import InPlace, Residual
 
 import torchlens as tl
+from conformance.models.torch import InPlace, Residual
 from torchlens.errors import BackendUnsupportedError, PatchError, UnsupportedError
 
 pytestmark = pytest.mark.torch

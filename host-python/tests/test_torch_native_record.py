@@ -10,10 +10,10 @@ import gc
 
 import pytest
 import torch
-from models import battery
 from torch import nn
 
 import torchlens as tl
+from conformance.models.torch import battery
 from torchlens._core import versions
 from torchlens.adapter_kit.replay import NO_KEYWORDS, ValueRef
 from torchlens.backends.torch import capture as capture_module

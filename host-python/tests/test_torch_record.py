@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.nn as nn
 from cleanup_checks import nothing_installed
-from models import InPlace, Mlp, SharedModule, SmallCnn, TransformerBlock
 
 import torchlens as tl
+from conformance.models.torch import InPlace, Mlp, SharedModule, SmallCnn, TransformerBlock
 from torchlens.adapter_kit import CaptureSession
 from torchlens.errors import NotFoundError, SelectorError
 
@@ -328,7 +328,7 @@ def test_a_value_overwritten_through_an_unknown_alias_is_learned_and_copied(sess
 
 
 def test_a_constant_and_an_input_are_recorded_as_the_trace_keeps_them(sessions):
-    from models import GLOBAL_OFFSET, ReadsGlobal
+    from conformance.models.torch import GLOBAL_OFFSET, ReadsGlobal
 
     torch.manual_seed(0)
     model, x = ReadsGlobal().eval(), torch.randn(2, 4)

@@ -12,10 +12,10 @@ import time
 
 import pytest
 import torch
-from models import battery
 from peak_memory import peak_growth
 
 import torchlens as tl
+from conformance.models.torch import battery
 from torchlens.adapter_kit.session import open_session_count
 from torchlens.errors import BackendUnsupportedError, UnsupportedError
 

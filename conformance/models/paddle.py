@@ -1,8 +1,11 @@
-"""The standard models in PaddlePaddle (dygraph)."""
+"""The PaddlePaddle (dygraph) models: the conformance suite's four standard models
+(:data:`MODELS`) and the Paddle tests' battery (:func:`battery`), each with fixed weights and an
+input."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, List, Tuple
 
 import numpy as np
 import paddle
@@ -12,7 +15,7 @@ from paddle import nn
 from . import BackendModels, input_grads, standard_models
 
 
-def _fixed(model: nn.Layer, seed: int) -> nn.Layer:
+def _fixed(model: nn.Layer, seed: int = 0) -> nn.Layer:
     rng = np.random.default_rng(seed)
     for param in model.parameters():
         param.set_value(rng.standard_normal(param.shape).astype("float32") * 0.5)
@@ -20,28 +23,40 @@ def _fixed(model: nn.Layer, seed: int) -> nn.Layer:
     return model
 
 
-def _input(seed: int, *shape: int) -> paddle.Tensor:
+def _input(*shape: int, seed: int = 1) -> paddle.Tensor:
     return paddle.to_tensor(np.random.default_rng(seed).standard_normal(shape).astype("float32"))
 
 
 class Mlp(nn.Layer):
-    def __init__(self) -> None:
+    """Two linear layers around a ReLU, then a tanh where ``squash``. The standard model is
+    ``Mlp(3, 4, 2, squash=False)``; the battery's (the defaults) is wider and squashed."""
+
+    def __init__(self, features: int = 6, hidden: int = 8, classes: int = 3, squash: bool = True) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(3, 4)
-        self.fc2 = nn.Linear(4, 2)
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+        self.squash = squash
 
     def forward(self, x):
-        return self.fc2(F.relu(self.fc1(x)))
+        y = self.fc2(F.relu(self.fc1(x)))
+        return y.tanh() if self.squash else y
 
 
 class Cnn(nn.Layer):
-    def __init__(self) -> None:
+    """A convolution, a batch norm where ``batchnorm``, a ReLU, a spatial mean and a linear head.
+    The standard model is ``Cnn(3, 2, batchnorm=False)``; the battery's is the defaults."""
+
+    def __init__(self, channels: int = 4, classes: int = 3, batchnorm: bool = True) -> None:
         super().__init__()
-        self.conv = nn.Conv2D(2, 3, 3, padding=1)
-        self.head = nn.Linear(3, 2)
+        self.conv = nn.Conv2D(2, channels, 3, padding=1)
+        self.bn = nn.BatchNorm2D(channels) if batchnorm else None
+        self.head = nn.Linear(channels, classes)
 
     def forward(self, x):
-        return self.head(F.relu(self.conv(x)).mean(axis=[2, 3]))
+        y = self.conv(x)
+        if self.bn is not None:
+            y = self.bn(y)
+        return self.head(F.relu(y).mean(axis=[2, 3]))
 
 
 class Attention(nn.Layer):
@@ -57,20 +72,120 @@ class Attention(nn.Layer):
 
 
 class Shared(nn.Layer):
-    def __init__(self) -> None:
+    """One linear layer called twice, a ReLU between. The standard model is ``Shared(4)``; the
+    battery's (the default) is wider."""
+
+    def __init__(self, features: int = 6) -> None:
         super().__init__()
-        self.block = nn.Linear(4, 4)
+        self.block = nn.Linear(features, features)
 
     def forward(self, x):
         return self.block(F.relu(self.block(x)))
 
 
-def _build(cls: type, seed: int, shape: tuple) -> Any:
-    return lambda: (_fixed(cls(), seed), (_input(seed + 100, *shape),))
+def _build(cls: Any, seed: int, shape: tuple) -> Any:
+    return lambda: (_fixed(cls(), seed), (_input(*shape, seed=seed + 100),))
 
 
 MODELS = BackendModels(
-    models=standard_models(_build, (Mlp, Cnn, Attention, Shared), "relu"),
+    models=standard_models(
+        _build,
+        (
+            partial(Mlp, 3, 4, 2, squash=False),
+            partial(Cnn, 3, 2, batchnorm=False),
+            Attention,
+            partial(Shared, 4),
+        ),
+        "relu",
+    ),
     to_array=lambda array: paddle.to_tensor(np.ascontiguousarray(array)),
     grad_options=input_grads("paddle"),
 )
+
+
+# The battery: the standard MLP, CNN and shared layer (wider, the MLP squashed, the CNN with a
+# batch norm), and the models below.
+
+
+class Lstm(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5)
+        self.head = nn.Linear(5, 2)
+
+    def forward(self, x):
+        out, (_h, _c) = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+class MultiHead(nn.Layer):
+    """Paddle's own multi-head attention layer (the standard model writes attention out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiHeadAttention(8, 2)
+
+    def forward(self, x):
+        return self.attn(x, x, x)
+
+
+class Residual(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 6)
+        self.fc2 = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return F.relu(x + self.fc2(F.relu(self.fc1(x))))
+
+
+class WithConstant(nn.Layer):
+    """Reads a tensor created outside the forward."""
+
+    def __init__(self, constant: paddle.Tensor) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        # Kept in a dict: a Tensor attribute of a Layer would be registered as a buffer.
+        self.outside = {"scale": constant}
+
+    def forward(self, x):
+        return self.fc(x) * self.outside["scale"]
+
+
+class InPlace(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = self.fc(x)
+        y.add_(paddle.ones_like(y))
+        return y
+
+
+class DropoutTraining(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.drop = nn.Dropout(0.5)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.drop(self.fc(x))
+
+
+def battery() -> List[Tuple[str, Any, paddle.Tensor]]:
+    """The models that trace: ``(name, model in eval mode, input)``."""
+    constant = paddle.to_tensor(np.linspace(-1, 1, 6).astype("float32"))
+    return [
+        ("mlp", _fixed(Mlp()), _input(2, 6)),
+        ("cnn", _fixed(Cnn()), _input(2, 2, 5, 5)),
+        ("lstm", _fixed(Lstm()), _input(2, 3, 4)),
+        ("attention", _fixed(MultiHead()), _input(2, 3, 8)),
+        ("residual", _fixed(Residual()), _input(2, 6)),
+        ("shared", _fixed(Shared()), _input(2, 6)),
+        ("constant", _fixed(WithConstant(constant)), _input(2, 6)),
+    ]

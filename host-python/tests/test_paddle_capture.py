@@ -14,9 +14,9 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 import paddle.nn.functional as F  # noqa: E402
-from paddle_models import Mlp, Shared, WithConstant, battery  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.paddle import Mlp, Shared, WithConstant, battery  # noqa: E402
 from torchlens.backends.paddle import inventory  # noqa: E402
 from torchlens.errors import PayloadModifiedError  # noqa: E402
 
@@ -65,8 +65,8 @@ def test_the_layer_tree_is_the_module_hierarchy():
 def test_a_shared_sublayer_called_twice_is_one_module_with_two_passes():
     trace = tl.trace(Shared(), paddle.ones([1, 6]), backend="paddle")
     linear = [op for op in trace.ops if op.func_name == "linear"]
-    assert [op.module for op in linear] == ["fc:1", "fc:2"]
-    assert len(trace.modules["fc"].params) == 2
+    assert [op.module for op in linear] == ["block:1", "block:2"]
+    assert len(trace.modules["block"].params) == 2
 
 
 def test_a_raw_callable_uses_function_root_and_routes_without_backend():

@@ -12,9 +12,9 @@ paddle = pytest.importorskip("paddle")
 
 import paddle.nn as nn  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
-from paddle_models import Residual, _fixed, _input  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.paddle import Residual, _fixed, _input  # noqa: E402
 from torchlens.adapter_kit.session import open_session_count  # noqa: E402
 from torchlens.errors import BackendUnsupportedError  # noqa: E402
 from torchlens.options import CaptureOptions  # noqa: E402
@@ -227,7 +227,7 @@ def test_gradient_site_interventions_refuse():
 
 
 def test_label_composite_and_stacked_rules_on_an_lstm():
-    from paddle_models import battery
+    from conformance.models.paddle import battery
 
     _, model, x = battery()[2]
     by_label = tl.trace(model, x, backend="paddle", intervene=tl.when(tl.label("rnn_1_5"), tl.scale(0.0)))

@@ -9,9 +9,9 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 import paddle.nn as nn  # noqa: E402
-from paddle_models import Cnn, Mlp, _fixed, _input  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.paddle import Cnn, Mlp, _fixed, _input  # noqa: E402
 from torchlens.errors import DerivedGradUnavailableWarning, LimitExceededError  # noqa: E402
 from torchlens.options import CaptureOptions  # noqa: E402
 

@@ -11,9 +11,9 @@ paddle = pytest.importorskip("paddle")
 
 import paddle.nn as nn  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
-from paddle_models import Cnn, DropoutTraining, InPlace  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.paddle import Cnn, DropoutTraining, InPlace  # noqa: E402
 from torchlens.adapter_kit.session import open_session_count  # noqa: E402
 from torchlens.errors import BackendUnsupportedError  # noqa: E402
 from torchlens.options import CaptureOptions  # noqa: E402

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("tinygrad")
 
 from tinygrad import Tensor  # noqa: E402
-from tinygrad_models import TinyMlp, battery, fn, input_of  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.tinygrad import TinyMlp, battery, fn, input_of  # noqa: E402
 
 pytestmark = pytest.mark.tinygrad
 

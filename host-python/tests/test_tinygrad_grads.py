@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("tinygrad")
 
 from tinygrad import Tensor  # noqa: E402
-from tinygrad_models import Mlp, input_of  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.tinygrad import Mlp, input_of  # noqa: E402
 from torchlens.options import CaptureOptions  # noqa: E402
 
 pytestmark = pytest.mark.tinygrad

@@ -15,9 +15,9 @@ pytest.importorskip("tinygrad")
 
 import tinygrad.nn as nn  # noqa: E402
 from tinygrad import Tensor  # noqa: E402
-from tinygrad_models import TinyMlp, fn  # noqa: E402
 
 import torchlens as tl  # noqa: E402
+from conformance.models.tinygrad import TinyMlp, fn  # noqa: E402
 
 pytestmark = pytest.mark.tinygrad
 

@@ -1,8 +1,10 @@
-"""The standard models in MLX."""
+"""The MLX models: the conformance suite's four standard models (:data:`MODELS`) and the MLX
+tests' battery (:func:`battery`). MLX convolutions are channels-last (NHWC)."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Dict, Tuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -29,24 +31,36 @@ def _input(seed: int, *shape: int) -> mx.array:
 
 
 class Mlp(nn.Module):
-    def __init__(self) -> None:
+    """Two linear layers around a ReLU; ``after`` counts the forwards that got past the last
+    layer (early stop leaves it unchanged). The standard model is the defaults."""
+
+    def __init__(self, features: int = 3, hidden: int = 4, classes: int = 2) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(3, 4)
-        self.fc2 = nn.Linear(4, 2)
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+        self.after = 0
 
     def __call__(self, x):
-        return self.fc2(nn.relu(self.fc1(x)))
+        out = self.fc2(nn.relu(self.fc1(x)))
+        self.after += 1
+        return out
 
 
 class Cnn(nn.Module):
-    # MLX convolutions are channels-last (NHWC).
-    def __init__(self) -> None:
+    """A convolution, a ReLU, a max pool where ``pool``, a spatial mean and a linear head. The
+    standard model is ``Cnn(2, 3, padding=1, pool=False)``; the battery's is the defaults."""
+
+    def __init__(self, in_channels: int = 3, channels: int = 4, padding: int = 0, pool: bool = True) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(2, 3, 3, padding=1)
-        self.head = nn.Linear(3, 2)
+        self.conv = nn.Conv2d(in_channels, channels, 3, padding=padding)
+        self.pool = nn.MaxPool2d(2) if pool else None
+        self.head = nn.Linear(channels, 2)
 
     def __call__(self, x):
-        return self.head(nn.relu(self.conv(x)).mean(axis=(1, 2)))
+        h = nn.relu(self.conv(x))
+        if self.pool is not None:
+            h = self.pool(h)
+        return self.head(h.mean(axis=(1, 2)))
 
 
 class Attention(nn.Module):
@@ -62,6 +76,8 @@ class Attention(nn.Module):
 
 
 class Shared(nn.Module):
+    """One linear layer called twice, a ReLU between."""
+
     def __init__(self) -> None:
         super().__init__()
         self.block = nn.Linear(4, 4)
@@ -70,12 +86,81 @@ class Shared(nn.Module):
         return self.block(nn.relu(self.block(x)))
 
 
-def _build(cls: type, seed: int, shape: tuple) -> Any:
+def _build(cls: Any, seed: int, shape: tuple) -> Any:
     return lambda: (_fixed(cls(), seed), (_input(seed + 100, *shape),))
 
 
 MODELS = BackendModels(
-    models=standard_models(_build, (Mlp, Cnn, Attention, Shared), "relu", channels_last=True),
+    models=standard_models(
+        _build,
+        (Mlp, partial(Cnn, 2, 3, padding=1, pool=False), Attention, Shared),
+        "relu",
+        channels_last=True,
+    ),
     to_array=lambda array: mx.array(np.ascontiguousarray(array)),
     grad_options=input_grads("mlx"),
 )
+
+
+# The battery: the standard MLP (wider) and CNN (pooled), and the models below.
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block on MLX's own multi-head attention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiHeadAttention(8, 2)
+        self.norm1 = nn.LayerNorm(8)
+        self.norm2 = nn.LayerNorm(8)
+        self.ff = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+
+    def __call__(self, x):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h)
+        return x + self.ff(self.norm2(x))
+
+
+class Rnn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(4, 4)
+
+    def __call__(self, x):
+        h = mx.zeros((x.shape[0], 4))
+        for step in range(3):
+            h = mx.tanh(self.cell(h) + x[:, step])
+        return h
+
+
+class SharedLayers(nn.Module):
+    """A list of two layers, the first also reachable as ``alias`` and called twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
+        self.alias = self.layers[0]
+
+    def __call__(self, x):
+        return self.layers[1](self.alias(self.layers[0](x)))
+
+
+SCALE = mx.array([2.0, -1.0, 0.5, 3.0])
+
+
+def with_constant(x):
+    return (x * SCALE).sum(axis=-1)
+
+
+def battery() -> Dict[str, Tuple[Any, tuple]]:
+    """``{name: (model, positional inputs)}``, weights and inputs from MLX's seeded generator."""
+    mx.random.seed(0)
+    return {
+        "mlp": (Mlp(hidden=8), (mx.random.normal((2, 3)),)),
+        "cnn": (Cnn(), (mx.random.normal((1, 6, 6, 3)),)),
+        "attention": (nn.MultiHeadAttention(8, 2), (mx.random.normal((1, 5, 8)),) * 3),
+        "block": (Block(), (mx.random.normal((1, 5, 8)),)),
+        "rnn": (Rnn(), (mx.random.normal((2, 3, 4)),)),
+        "shared": (SharedLayers(), (mx.random.normal((2, 4)),)),
+        "constant": (with_constant, (mx.random.normal((2, 4)),)),
+    }

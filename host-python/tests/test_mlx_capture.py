@@ -12,6 +12,7 @@ mx = pytest.importorskip("mlx.core")
 nn = pytest.importorskip("mlx.nn")
 
 import torchlens as tl  # noqa: E402
+from conformance.models.mlx import SCALE, Mlp, SharedLayers, battery, with_constant  # noqa: E402
 from torchlens.errors import BackendUnsupportedError  # noqa: E402
 
 pytestmark = pytest.mark.mlx
@@ -26,84 +27,6 @@ def close(a, b, tol=1e-5):
 def seeded(model):
     mx.random.seed(0)
     return model
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(3, 8)
-        self.fc2 = nn.Linear(8, 2)
-
-    def __call__(self, x):
-        return self.fc2(nn.relu(self.fc1(x)))
-
-
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, kernel_size=3)
-        self.pool = nn.MaxPool2d(2)
-        self.head = nn.Linear(4, 2)
-
-    def __call__(self, x):
-        h = self.pool(nn.relu(self.conv(x)))
-        return self.head(h.mean(axis=(1, 2)))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.attn = nn.MultiHeadAttention(8, 2)
-        self.norm1 = nn.LayerNorm(8)
-        self.norm2 = nn.LayerNorm(8)
-        self.ff = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
-
-    def __call__(self, x):
-        h = self.norm1(x)
-        x = x + self.attn(h, h, h)
-        return x + self.ff(self.norm2(x))
-
-
-class Rnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.Linear(4, 4)
-
-    def __call__(self, x):
-        h = mx.zeros((x.shape[0], 4))
-        for step in range(3):
-            h = mx.tanh(self.cell(h) + x[:, step])
-        return h
-
-
-class Shared(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
-        self.alias = self.layers[0]
-
-    def __call__(self, x):
-        return self.layers[1](self.alias(self.layers[0](x)))
-
-
-SCALE = mx.array([2.0, -1.0, 0.5, 3.0])
-
-
-def with_constant(x):
-    return (x * SCALE).sum(axis=-1)
-
-
-def battery():
-    mx.random.seed(0)
-    return {
-        "mlp": (Mlp(), (mx.random.normal((2, 3)),)),
-        "cnn": (Cnn(), (mx.random.normal((1, 6, 6, 3)),)),
-        "attention": (nn.MultiHeadAttention(8, 2), (mx.random.normal((1, 5, 8)),) * 3),
-        "block": (Block(), (mx.random.normal((1, 5, 8)),)),
-        "rnn": (Rnn(), (mx.random.normal((2, 3, 4)),)),
-        "shared": (Shared(), (mx.random.normal((2, 4)),)),
-        "constant": (with_constant, (mx.random.normal((2, 4)),)),
-    }
 
 
 def recompute(trace):
@@ -163,7 +86,7 @@ def test_operators_methods_and_transpose_are_captured():
 
 
 def test_modules_aliases_and_list_containers():
-    model = Shared()
+    model = SharedLayers()
     trace = tl.trace(model, mx.ones((2, 4)), backend="mlx")
     modules = trace.modules
     assert "layers" in modules and "layers.0" in modules and "layers.1" in modules

@@ -10,23 +10,9 @@ mx = pytest.importorskip("mlx.core")
 nn = pytest.importorskip("mlx.nn")
 
 import torchlens as tl  # noqa: E402
+from conformance.models.mlx import Mlp, Shared  # noqa: E402
 
 pytestmark = pytest.mark.mlx
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        mx.random.seed(1)
-        self.fc1 = nn.Linear(3, 4)
-        self.fc2 = nn.Linear(4, 2)
-        self.after = 0
-
-    def __call__(self, x):
-        h = nn.relu(self.fc1(x))
-        out = self.fc2(h)
-        self.after += 1
-        return out
 
 
 def by_hand(model, x, edit_hidden=None, edit_fc1=None):
@@ -170,23 +156,13 @@ def test_shape_changing_edits_refuse(action):
     assert caught.value.code == "edit_shape_changed"
 
 
-class Twice(nn.Module):
-    def __init__(self):
-        super().__init__()
-        mx.random.seed(3)
-        self.fc = nn.Linear(4, 4)
-
-    def __call__(self, x):
-        return self.fc(nn.relu(self.fc(x)))
-
-
 def test_a_module_rule_for_one_call_of_a_repeated_module():
-    model = Twice()
+    model = Shared()
     x = mx.ones((1, 4))
-    trace = tl.trace(model, x, backend="mlx", intervene=tl.when(tl.module("fc:2"), tl.scale(-1.0)))
-    expected = model.fc(nn.relu(model.fc(x))) * -1.0
+    trace = tl.trace(model, x, backend="mlx", intervene=tl.when(tl.module("block:2"), tl.scale(-1.0)))
+    expected = model.block(nn.relu(model.block(x))) * -1.0
     assert np.allclose(np.array(trace.outputs[0].out), np.array(expected), atol=1e-5)
     assert len([op for op in trace.ops if op.is_edited]) == 1
     assert trace.validate_forward_pass(None) is True
-    first = tl.trace(model, x, backend="mlx", stop_after=tl.module("fc:1"))
+    first = tl.trace(model, x, backend="mlx", stop_after=tl.module("block:1"))
     assert first.is_stopped and [op.func_name for op in first.ops][-1] == "addmm"

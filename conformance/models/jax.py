@@ -1,5 +1,7 @@
-"""The standard models in JAX, as Equinox modules (so module selection has submodules to pick;
-a raw ``fn(params, x)`` callable exposes only its root)."""
+"""The JAX models: the conformance suite's four standard models (:data:`MODELS`), as Equinox
+modules (so module selection has submodules to pick; a raw ``fn(params, x)`` callable exposes
+only its root), and the JAX tests' battery of raw functions shaped like ``fn(params, *inputs)``
+(:func:`battery`), each with a builder of its arguments."""
 
 from __future__ import annotations
 
@@ -100,3 +102,137 @@ MODELS = BackendModels(
     to_array=jnp.asarray,
     grad_options=input_grads("jax"),
 )
+
+
+# The battery: raw functions of their parameters and inputs (the capture of a plain callable).
+
+
+def _key_normal(seed: int, shape: tuple) -> jax.Array:
+    return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
+
+
+def mlp(params, x):
+    h = jax.nn.relu(x @ params["fc1"]["w"] + params["fc1"]["b"])
+    return h @ params["fc2"]["w"] + params["fc2"]["b"]
+
+
+def mlp_args():
+    params = {
+        "fc1": {"w": _key_normal(0, (8, 16)), "b": _key_normal(1, (16,))},
+        "fc2": {"w": _key_normal(2, (16, 4)), "b": _key_normal(3, (4,))},
+    }
+    return params, _key_normal(4, (2, 8))
+
+
+def cnn(params, x):
+    y = lax.conv_general_dilated(x, params["k1"], (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    y = jnp.tanh(y + params["b1"][None, :, None, None])
+    y = lax.conv_general_dilated(y, params["k2"], (2, 2), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return jnp.mean(y, axis=(2, 3)) @ params["head"]
+
+
+def cnn_args():
+    params = {
+        "k1": _key_normal(10, (4, 3, 3, 3)),
+        "b1": _key_normal(11, (4,)),
+        "k2": _key_normal(12, (6, 4, 3, 3)),
+        "head": _key_normal(13, (6, 5)),
+    }
+    return params, _key_normal(14, (2, 3, 8, 8))
+
+
+def attention(params, x):
+    q, k, v = x @ params["q"], x @ params["k"], x @ params["v"]
+    scores = q @ jnp.swapaxes(k, -1, -2) / jnp.sqrt(jnp.float32(q.shape[-1]))
+    return jax.nn.softmax(scores, axis=-1) @ v @ params["o"]
+
+
+def attention_args():
+    params = {name: _key_normal(20 + i, (8, 8)) for i, name in enumerate("qkvo")}
+    return params, _key_normal(30, (2, 5, 8))
+
+
+def scan_rnn(params, xs):
+    def cell(h, x):
+        h = jnp.tanh(h @ params["wh"] + x @ params["wx"])
+        return h, h * 2.0
+
+    h, ys = lax.scan(cell, jnp.zeros((2, 4)), xs)
+    return h, ys
+
+
+def scan_rnn_args(steps: int = 3):
+    params = {"wh": _key_normal(40, (4, 4)), "wx": _key_normal(41, (3, 4))}
+    return params, _key_normal(42, (steps, 2, 3))
+
+
+def while_loop(params, x):
+    def body(state):
+        i, v = state
+        return i + 1, jnp.sin(v * params["scale"])
+
+    return lax.while_loop(lambda state: state[0] < 3, body, (0, x))[1]
+
+
+def while_args():
+    return {"scale": jnp.float32(1.5)}, _key_normal(50, (4,))
+
+
+def cond_fn(params, x):
+    y = x * params["a"]
+    return lax.cond(jnp.sum(y) > 0, lambda v: jnp.exp(v), lambda v: -v, y)
+
+
+def cond_args(positive: bool = True):
+    x = jnp.abs(_key_normal(60, (3,)))
+    return {"a": jnp.float32(1.0)}, x if positive else -x
+
+
+CONSTANT = jnp.arange(4.0)
+
+
+def closure_constant(params, x):
+    return x * params["s"] + CONSTANT
+
+
+def closure_args():
+    return {"s": jnp.float32(2.0)}, _key_normal(70, (4,))
+
+
+def nested_jit(params, x):
+    inner = jax.jit(lambda v, w: jnp.cos(v @ w))
+    return inner(x, params["w"]) + 1.0
+
+
+def nested_jit_args():
+    return {"w": _key_normal(80, (3, 3))}, _key_normal(81, (2, 3))
+
+
+@jax.custom_vjp
+def clipped(x):
+    return jnp.clip(x, -1.0, 1.0)
+
+
+clipped.defvjp(lambda x: (clipped(x), x), lambda x, g: (g,))
+
+
+def custom_vjp_fn(params, x):
+    return clipped(x * params["a"]) + 1.0
+
+
+def custom_vjp_args():
+    return {"a": jnp.float32(3.0)}, _key_normal(90, (5,))
+
+
+def battery():
+    """``(name, fn, args)`` for every function with no region (replay passes in full)."""
+    return [
+        ("mlp", mlp, mlp_args()),
+        ("cnn", cnn, cnn_args()),
+        ("attention", attention, attention_args()),
+        ("scan_rnn", scan_rnn, scan_rnn_args()),
+        ("while_loop", while_loop, while_args()),
+        ("cond", cond_fn, cond_args()),
+        ("closure_constant", closure_constant, closure_args()),
+        ("nested_jit", nested_jit, nested_jit_args()),
+    ]

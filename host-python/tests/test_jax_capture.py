@@ -9,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from jax_models import (
+
+import torchlens as tl
+from conformance.models.jax import (
     CONSTANT,
     attention,
     attention_args,
@@ -31,8 +33,6 @@ from jax_models import (
     while_args,
     while_loop,
 )
-
-import torchlens as tl
 from torchlens.options import CaptureOptions
 
 pytestmark = pytest.mark.jax

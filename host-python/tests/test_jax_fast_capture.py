@@ -12,10 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_models import battery, custom_vjp_args, custom_vjp_fn, scan_rnn, scan_rnn_args
 from test_jax_constructs import CASES, PARAMS, X
 
 import torchlens as tl
+from conformance.models.jax import battery, custom_vjp_args, custom_vjp_fn, scan_rnn, scan_rnn_args
 from torchlens.backends.jax import capture as jax_capture
 from torchlens.backends.jax import jaxpr_cache
 from torchlens.options import CaptureOptions

@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_models import attention, attention_args, mlp, mlp_args, scan_rnn, scan_rnn_args
 
 import torchlens as tl
+from conformance.models.jax import attention, attention_args, mlp, mlp_args, scan_rnn, scan_rnn_args
 from torchlens.options import CaptureOptions
 
 pytestmark = pytest.mark.jax
@@ -97,7 +97,7 @@ def test_grad_options_of_another_backend_refuse():
 
 
 def test_a_function_jax_grad_cannot_differentiate_refuses_with_a_typed_error():
-    from jax_models import while_args, while_loop
+    from conformance.models.jax import while_args, while_loop
 
     params, x = while_args()
     options = tl.backends.jax.GradOptions(loss_fn=lambda out: jnp.sum(out))
@@ -108,7 +108,7 @@ def test_a_function_jax_grad_cannot_differentiate_refuses_with_a_typed_error():
 
 
 def test_leaf_gradients_through_a_custom_vjp_region_match_jax_grad():
-    from jax_models import custom_vjp_args, custom_vjp_fn
+    from conformance.models.jax import custom_vjp_args, custom_vjp_fn
 
     params, x = custom_vjp_args()
     options = tl.backends.jax.GradOptions(loss_fn=lambda out: jnp.sum(out), intermediate_grads=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from jax_models import mlp, mlp_args, scan_rnn, scan_rnn_args
 
 import torchlens as tl
+from conformance.models.jax import mlp, mlp_args, scan_rnn, scan_rnn_args
 from torchlens.options import CaptureOptions
 
 pytestmark = pytest.mark.jax

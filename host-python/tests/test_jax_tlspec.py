@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_models import mlp, mlp_args
 
 import torchlens as tl
+from conformance.models.jax import mlp, mlp_args
 
 pytestmark = pytest.mark.jax
 
@@ -41,8 +41,7 @@ def test_round_trip_loads_jax_arrays_equal_to_the_live_values(tmp_path):
 
 
 def test_a_trace_with_a_region_round_trips(tmp_path):
-    from jax_models import scan_rnn, scan_rnn_args
-
+    from conformance.models.jax import scan_rnn, scan_rnn_args
     from torchlens.options import CaptureOptions
 
     params, xs = scan_rnn_args(steps=4)

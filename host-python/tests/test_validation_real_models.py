@@ -91,7 +91,7 @@ def _torch_case(name):
 
 
 def _jax_case():
-    from jax_models import mlp, mlp_args
+    from conformance.models.jax import mlp, mlp_args
 
     params, x = mlp_args()
     return "jax", mlp, (params, x), None

@@ -1,8 +1,11 @@
-"""The standard models in TensorFlow (Keras 3 layers)."""
+"""The TensorFlow models (Keras 3 layers): the conformance suite's four standard models
+(:data:`MODELS`) and the TensorFlow tests' eager battery (:func:`battery`), built with fixed
+weights and called once (built) before any trace. Importing this module imports TensorFlow: the
+TensorFlow tests import it inside their fixtures (Paddle must be imported first)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -11,10 +14,12 @@ import tensorflow as tf
 from . import BackendModels, grad_options_class, standard_models
 
 
-def _fixed(model: keras.Model, seed: int, shape: tuple) -> keras.Model:
-    model(tf.zeros(shape))
+def _fixed(model: Any, seed: int, shape: Optional[tuple] = None) -> Any:
+    """``model`` with weights drawn from ``seed``, built first on zeros of ``shape`` if given."""
+    if shape is not None:
+        model(tf.zeros(shape))
     rng = np.random.default_rng(seed)
-    model.set_weights([rng.standard_normal(w.shape).astype("float32") * 0.5 for w in model.get_weights()])
+    model.set_weights([(rng.standard_normal(w.shape) * 0.5).astype(w.dtype) for w in model.get_weights()])
     return model
 
 
@@ -77,3 +82,140 @@ MODELS = BackendModels(
     to_array=lambda array: tf.constant(np.ascontiguousarray(array)),
     grad_options=_grad_options,
 )
+
+
+# The battery: the eager models the TensorFlow tests trace.
+
+
+def mlp() -> Tuple[Any, Any]:
+    model = keras.Sequential(
+        [keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)]
+    )
+    return _fixed(model, 0), tf.constant(np.random.default_rng(1).standard_normal((2, 6)).astype("float32"))
+
+
+def cnn() -> Tuple[Any, Any]:
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 2)),
+            keras.layers.Conv2D(4, 3, padding="same"),
+            keras.layers.BatchNormalization(),
+            keras.layers.ReLU(),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(3),
+        ]
+    )
+    model = _fixed(model, 2)
+    bn = model.layers[1]
+    bn.moving_variance.assign(tf.abs(bn.moving_variance) + 0.5)
+    return model, tf.constant(np.random.default_rng(3).standard_normal((2, 8, 8, 2)).astype("float32"))
+
+
+def rnn() -> Tuple[Any, Any]:
+    model = keras.Sequential(
+        [keras.Input((5, 3)), keras.layers.LSTM(4, return_sequences=True), keras.layers.GRU(3)]
+    )
+    return _fixed(model, 4), tf.constant(
+        np.random.default_rng(5).standard_normal((2, 5, 3)).astype("float32")
+    )
+
+
+def functional_skip() -> Tuple[Any, Any]:
+    inputs = keras.Input((6,))
+    hidden = keras.layers.Dense(6, activation="tanh", name="inner")(inputs)
+    added = keras.layers.Add(name="skip")([inputs, hidden])
+    outputs = keras.layers.Dense(2, name="head")(added)
+    model = keras.Model(inputs, outputs)
+    return _fixed(model, 6), tf.constant(np.random.default_rng(7).standard_normal((3, 6)).astype("float32"))
+
+
+class SharedModel(keras.Model):
+    """A subclassed model whose Dense layer is called twice and reachable under two names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared = keras.layers.Dense(4, activation="relu")
+        self.alias = self.shared
+        self.head = keras.layers.Dense(2)
+
+    def call(self, x: Any) -> Any:
+        return self.head(self.shared(self.shared(x)))
+
+
+def shared() -> Tuple[Any, Any]:
+    model = SharedModel()
+    x = tf.constant(np.random.default_rng(9).standard_normal((2, 4)).astype("float32"))
+    model(x)
+    return _fixed(model, 8), x
+
+
+class MultiHead(keras.Model):
+    """Keras's own multi-head attention layer (the standard model writes attention out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+
+    def call(self, x: Any) -> Any:
+        return self.attention(x, x)
+
+
+def attention() -> Tuple[Any, Any]:
+    model = MultiHead()
+    x = tf.constant(np.random.default_rng(11).standard_normal((2, 3, 8)).astype("float32"))
+    model(x)
+    return _fixed(model, 10), x
+
+
+class Affine(tf.Module):
+    """A plain ``tf.Module`` with its own variables and a child module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        rng = np.random.default_rng(12)
+        self.w = tf.Variable(rng.standard_normal((4, 3)).astype("float32"), name="w")
+        self.b = tf.Variable(rng.standard_normal((3,)).astype("float32"), name="b")
+
+    def __call__(self, x: Any) -> Any:
+        return tf.nn.relu(tf.matmul(x, self.w) + self.b)
+
+
+class TwoAffine(tf.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = Affine()
+        self.second = Affine()
+
+    def __call__(self, x: Any) -> Any:
+        return self.second(tf.matmul(self.first(x), tf.ones((3, 4))))
+
+
+def module() -> Tuple[Any, Any]:
+    return TwoAffine(), tf.constant(np.random.default_rng(13).standard_normal((2, 4)).astype("float32"))
+
+
+def closure() -> Tuple[Any, Any]:
+    scale = tf.constant(np.arange(4, dtype="float32"))
+
+    def fn(x: Any) -> Any:
+        return tf.math.tanh(x * scale) + tf.reduce_sum(x, axis=-1, keepdims=True)
+
+    return fn, tf.constant(np.random.default_rng(14).standard_normal((2, 4)).astype("float32"))
+
+
+def battery() -> List[Tuple[str, Any, Any]]:
+    """``(name, model, input)`` of every eager battery model."""
+    return [(name, *build()) for name, build in BUILDERS]
+
+
+BUILDERS = [
+    ("mlp", mlp),
+    ("cnn", cnn),
+    ("rnn", rnn),
+    ("functional_skip", functional_skip),
+    ("shared", shared),
+    ("attention", attention),
+    ("module", module),
+    ("closure", closure),
+]

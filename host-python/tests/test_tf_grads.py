@@ -21,7 +21,7 @@ def tf():
 
 @pytest.fixture(scope="module")
 def models(tf):
-    import tf_models
+    from conformance.models import tf as tf_models
 
     return tf_models
 

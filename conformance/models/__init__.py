@@ -1,5 +1,10 @@
 """What a backend supplies to the conformance suite: the four standard models in its own
-framework, and how to build an array of it from NumPy (for the NaN and gradient tasks)."""
+framework, and how to build an array of it from NumPy (for the NaN and gradient tasks).
+
+Each framework's module (``<backend>.py``, the one place that imports the framework) also holds
+that framework's test battery, so every model the tests and the suite trace is
+defined once; a standard model and a battery model of one kind are one class, sized by its
+arguments."""
 
 from __future__ import annotations
 
@@ -65,12 +70,13 @@ INPUTS = {
 
 
 def standard_models(
-    build: Callable[[type, int, Tuple[int, ...]], Callable[[], Tuple[Any, tuple]]],
-    classes: Tuple[type, type, type, type],
+    build: Callable[[Callable[..., Any], int, Tuple[int, ...]], Callable[[], Tuple[Any, tuple]]],
+    classes: Tuple[Callable[..., Any], ...],
     func: str,
     channels_last: bool = False,
 ) -> Tuple[StandardModel, ...]:
-    """The four standard models: ``classes`` in :data:`MODEL_NAMES` order, each built by
+    """The four standard models: ``classes`` (classes, or classes with their sizes bound by
+    ``functools.partial``) in :data:`MODEL_NAMES` order, each built by
     ``build(cls, seed, input_shape)`` (a builder), calling ``func`` and its submodule of
     :data:`MODULES`."""
     models = []

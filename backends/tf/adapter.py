@@ -12,6 +12,7 @@ import tensorflow as tf
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
+from torchlens.adapter_kit.program_capture import check_graph_only
 
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module
@@ -61,9 +62,6 @@ class TFCapture(CaptureHooks):
         facts["tf_replayable_ops"] = str(sum(1 for record in recorder.records.values() if not record.opaque))
         return facts
 
-    def runtime_fields(self) -> Dict[str, Any]:
-        return {"unresolved": self.recorder.unresolved}
-
 
 class TFAdapter(HostConversions, BackendProtocol):
     """Fills the backend protocol for eager TensorFlow (Keras 3 layers, ``tf.Module`` and plain
@@ -79,22 +77,15 @@ class TFAdapter(HostConversions, BackendProtocol):
 
     def capture(self, request: CaptureRequest) -> Any:
         """A graph-only entry (a ``tf.function`` or a Keras ``predict``) is captured from its
-        traced graph; everything else runs through the kit's pipeline (:class:`TFCapture`)."""
+        traced graph (what it cannot do refuses first); everything else runs through the kit's
+        pipeline (:class:`TFCapture`)."""
         model = request.model
         graph_only = refusals.is_graph_only(model)
-        if graph_only and request.options.grad_options is not None:
-            raise refusals.graph_only_grad()
+        if graph_only:
+            check_graph_only(self, request, refusals.GRAPH_ONLY)
         refusals.keras_backend(model)
         if not (graph_only and tf.executing_eagerly()):
             return super().capture(request)
-        if request.interventions or request.stop_after is not None:
-            raise refusals.graph_only_intervene()
-        if request.options.module_identity_mode == "object_module":
-            raise refusals.option(
-                "graph-only entries have no module attribution (function_root only)",
-                "leave module_identity_mode unset for a graph-only entry",
-            )
-
         return capture_graph(self, request, CallRuntime)
 
     def apply_action(self, action: Any, value: Any) -> Any:
@@ -126,19 +117,13 @@ class TFAdapter(HostConversions, BackendProtocol):
     def reinterpret(self, value: Any, dtype: str) -> Any:
         return tf.bitcast(value, tf_dtype(dtype))
 
-    def to_numpy(self, value: Any) -> np.ndarray:
-        """A host NumPy array of a tensor or variable; bfloat16 widens to float32."""
-        return super().to_numpy(value.read_value() if isinstance(value, tf.Variable) else value)
+    def held_array(self, value: Any) -> Any:
+        """A variable's current value (a tensor as it is)."""
+        return value.read_value() if isinstance(value, tf.Variable) else value
 
-    def payload_bytes(self, value: Any) -> memoryview:
-        """The value's bytes in C order (bfloat16 as its raw bits); string, resource and variant
-        payloads refuse."""
-        if isinstance(value, tf.Variable):
-            value = value.read_value()
-        dtype = neutral_name(value.dtype)
-        if dtype not in DENSE:
-            raise refusals.unencodable_payload(dtype)
-        return super().payload_bytes(value)
+    def payload_refusal(self, dtype: str) -> Optional[Exception]:
+        """String, resource and variant payloads have no array encoding."""
+        return None if dtype in DENSE else refusals.unencodable_payload(dtype)
 
     # ---- replay hooks -----------------------------------------------------------------------------
 

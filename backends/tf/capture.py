@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import inspect
 import sys
-import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks, op_def_registry, ops
 
+from torchlens.adapter_kit.module_walk import attributes_holding
 from torchlens.adapter_kit.op_names import snake_case
 from torchlens.adapter_kit.recorder import Recorder as KitRecorder
 from torchlens.adapter_kit.replay import argument_template
 
 from .dtypes import DENSE, KEPT, neutral_name
-from .prescan import check_op_type
+from .prescan import OP_TYPES
 
 EagerTensor = type(tf.constant(0.0))
 
@@ -80,52 +80,22 @@ def _children(node: Any) -> List[Tuple[str, Any]]:
     tuple or dict of them), in attribute order (one layer under two attributes is listed twice:
     the walk records the second as an alias), then tracked Keras sub-layers no attribute names
     (``layers.<index>``, as ``model.layers[index]`` in a Sequential or functional model)."""
-    found: List[Tuple[str, Any]] = []
-    seen = set()
-
-    def add(name: str, value: Any) -> None:
-        if is_module(value) and value is not node:
-            found.append((name, value))
-            seen.add(id(value))
-
-    for key, value in vars(node).items():
-        if key.startswith("_"):
-            continue
-        if isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                add(f"{key}.{index}", item)
-        elif isinstance(value, dict):
-            for item_key, item in value.items():
-                add(f"{key}.{item_key}", item)
-        else:
-            add(key, value)
+    found = attributes_holding(node, is_module)
     if is_keras_layer(node):
         # A model's ``layers`` (what ``model.layers[i]`` names: a Sequential's input layer is
         # not listed), else the tracked sub-layers.
+        seen = {id(value) for _, value in found}
         tracked = node.layers if hasattr(type(node), "layers") else getattr(node, "_layers", ())
-        for index, layer in enumerate(tracked):
-            if id(layer) not in seen:
-                found.append((f"layers.{index}", layer))
+        found += [(f"layers.{index}", layer) for index, layer in enumerate(tracked) if id(layer) not in seen]
     return found
 
 
 def own_variables(node: Any) -> List[Tuple[str, Any]]:
     """``(name, tf.Variable)`` of the variables a layer or module owns itself."""
-    found: List[Tuple[str, Any]] = []
     if is_keras_layer(node):
-        for variable in list(node._trainable_variables) + list(node._non_trainable_variables):
-            found.append((variable.name, variable.value))
-        return found
-    for key, value in vars(node).items():
-        if key.startswith("_"):
-            continue
-        if isinstance(value, tf.Variable):
-            found.append((key, value))
-        elif isinstance(value, (list, tuple)):
-            found.extend(
-                (f"{key}.{i}", item) for i, item in enumerate(value) if isinstance(item, tf.Variable)
-            )
-    return found
+        variables = list(node._trainable_variables) + list(node._non_trainable_variables)
+        return [(variable.name, variable.value) for variable in variables]
+    return attributes_holding(node, lambda value: isinstance(value, tf.Variable), (list, tuple))
 
 
 class Recorder(KitRecorder):
@@ -141,8 +111,6 @@ class Recorder(KitRecorder):
         self.opaque = 0
         #: Every eager tensor made from here on has a larger ``_id`` (TensorFlow's uid counter).
         self.first_uid = ops.uid()
-        #: Value ids of tensors made during the forward that no recorded op produced.
-        self.unresolved: Set[int] = set()
 
     # ---- TensorFlow's facts -----------------------------------------------------------------------
 
@@ -170,14 +138,6 @@ class Recorder(KitRecorder):
         self.handles[id(variable.handle)] = value_id
         return value_id
 
-    def declare_outside(self, tensor: Any) -> int:
-        # No recorded op produced it: a constant from outside the forward, a host literal, or
-        # (self-consistency) a value with an unresolved producer.
-        value_id = super().declare_outside(tensor)
-        if self.unresolved_producer(tensor):
-            self.unresolved.add(value_id)
-        return value_id
-
     def unresolved_producer(self, tensor: Any) -> bool:
         """A floating tensor with at least one dimension, made during the forward, that no
         recorded op produced: a value that left TensorFlow and came back
@@ -200,13 +160,7 @@ class Recorder(KitRecorder):
         keras = sys.modules.get("keras")
         if keras is not None:
             patches.wrap(keras.Layer, "__call__", self.module_call_wrapper)
-        classes = set()
-        for _prefix, node in self.walk.modules if self.walk is not None else ():
-            cls = type(node)
-            if is_keras_layer(node) or cls in classes or "__call__" not in vars(cls):
-                continue
-            classes.add(cls)
-            patches.wrap(cls, "__call__", self.module_call_wrapper)
+        self.wrap_module_calls(patches, is_keras_layer)
         op_callbacks.add_op_callback(self.callback)
         patches.on_exit(lambda: op_callbacks.remove_op_callback(self.callback))
 
@@ -223,18 +177,9 @@ class Recorder(KitRecorder):
     ) -> None:
         """TensorFlow's op callback: one eager op has run (graph construction is ignored: a
         function called inside the forward is recorded as its one eager call op)."""
-        if graph is not None or self.depth or threading.get_ident() != self.owner_thread:
-            return None
-        if isinstance(op_type, bytes):
-            op_type = op_type.decode()
-        self.depth += 1
-        try:
-            self.record(op_type, list(inputs or ()), attrs, list(outputs or ()))
-        except BaseException as error:  # TensorFlow swallows nothing: re-raised by the adapter too
-            self.error = error
-            raise
-        finally:
-            self.depth -= 1
+        if graph is None:
+            op_type = op_type.decode() if isinstance(op_type, bytes) else op_type
+            self.observed(self.record, op_type, list(inputs or ()), attrs, list(outputs or ()))
         return None
 
     def record(self, op_type: str, inputs: List[Any], attrs: Any, outputs: List[Any]) -> None:
@@ -248,7 +193,7 @@ class Recorder(KitRecorder):
             for tensor in outputs:
                 self.declare_outside(tensor)  # a variable the root does not own: a constant
             return
-        check_op_type(op_type, "in the forward")
+        OP_TYPES.check((op_type,), "in the forward")
         func = op_name(op_type)
         attr_values = dict(zip(attrs[::2], attrs[1::2])) if attrs else {}
         call, kwargs = raw_op_call(op_type, inputs, attr_values.get, attr_values) or (None, {})

@@ -18,72 +18,44 @@ code that holds no generated function."""
 
 from __future__ import annotations
 
-import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 from tensorflow.python.eager import context
 from tensorflow.python.eager.polymorphic_function import atomic_function
 
+from torchlens.adapter_kit.function_sites import FunctionSites
 from torchlens.adapter_kit.op_names import snake_case
 
-from . import prescan
-
-#: (module names loaded, sites) of the last scan: every (module, attribute) holding a generated
-#: function of a refused op type.
-_SITES: Dict[str, Any] = {"loaded": 0, "sites": []}
+from .prescan import OP_TYPES
 
 
 def refused_op_types() -> Dict[str, str]:
     """Generated-function name → op type, for every registered op type that writes (except
     ``DestroyResourceOp``, which runs when a variable is garbage collected) or draws."""
-    found = {}
-    for op_type in dir(tf.raw_ops):
-        if op_type.startswith("_") or op_type == "DestroyResourceOp":
-            continue
-        if prescan.is_write(op_type) or prescan.is_random(op_type):
-            found[snake_case(op_type)] = op_type
-    return found
+    op_types = [op_type for op_type in dir(tf.raw_ops) if not op_type.startswith("_")]
+    return {
+        snake_case(op_type): op_type
+        for op_type in OP_TYPES.refused(op_types)
+        if op_type != "DestroyResourceOp"
+    }
 
 
-def sites() -> List[Tuple[Any, str, str]]:
-    """``(module, attribute, op type)`` for every loaded TensorFlow module attribute holding the
-    generated function of a refused op type (rescanned when modules were loaded since)."""
-    if _SITES["loaded"] == len(sys.modules):
-        return _SITES["sites"]
-    names = refused_op_types()
-    refused = set(names.values())
-    generated: Dict[int, str] = {}
-    modules = [module for name, module in list(sys.modules.items()) if name.startswith("tensorflow.")]
-    for module in modules:
-        if module is not None and module.__name__.rsplit(".", 1)[-1].startswith("gen_"):
-            for name, op_type in names.items():
-                function = vars(module).get(name)
-                if callable(function):
-                    generated[id(function)] = op_type
-    found = []
-    for module in modules:
-        try:
-            attributes = vars(module)
-        except TypeError:
-            continue
-        raw_ops = module.__name__.endswith(".raw_ops")
-        for name, value in list(attributes.items()):
-            op_type = generated.get(id(value))
-            if op_type is None and raw_ops and callable(value) and name in refused:
-                op_type = name  # ``tf.raw_ops.<Op>`` is named by its op type
-            if op_type is not None:
-                found.append((module, name, op_type))
-    _SITES["loaded"] = len(sys.modules)
-    _SITES["sites"] = found
-    return found
+#: Every loaded TensorFlow module attribute holding the generated function of a refused op type:
+#: the ``gen_*`` modules define them, ``tf.raw_ops`` holds them under their op types.
+SITES = FunctionSites(
+    "tensorflow",
+    defines=lambda module: module.__name__.rsplit(".", 1)[-1].startswith("gen_"),
+    names=refused_op_types,
+    by_tag=lambda module: module.__name__.endswith(".raw_ops"),
+)
 
 
 def install(patches: Any) -> None:
     """Refuses writes and draws of the owner thread before they execute, until ``patches``
     restores everything."""
     seed_state = _seed_state(context)
-    for module, name, op_type in sites():
+    for module, name, op_type in SITES.sites():
         patches.wrap(module, name, _refusing(op_type, context, seed_state))
     patches.wrap(atomic_function.AtomicFunction, "call_flat", _scanning)
 
@@ -106,7 +78,7 @@ def _refusing(op_type: str, context: Any, seed_state: Any) -> Wrapper:
             generator = getattr(context.context(), "_rng", None)
             if generator is not None and seed_state is not None:
                 generator.setstate(seed_state)
-            raise prescan.refusal(op_type, "in the forward (refused before it ran)")
+            raise OP_TYPES.refusal(op_type, "in the forward (refused before it ran)")
 
         return refuse
 
@@ -115,8 +87,10 @@ def _refusing(op_type: str, context: Any, seed_state: Any) -> Wrapper:
 
 def _scanning(original: Callable[..., Any]) -> Callable[..., Any]:
     def call_flat(function: Any, *args: Any, **kwargs: Any) -> Any:
-        for op_type in _function_op_types(function, set()):
-            prescan.check_op_type(op_type, f"in the tf.function {function.name!r} (refused before it ran)")
+        OP_TYPES.check(
+            _function_op_types(function, set()),
+            f"in the tf.function {function.name!r} (refused before it ran)",
+        )
         return original(function, *args, **kwargs)
 
     return call_flat

@@ -11,8 +11,9 @@ read first:
 * an eager entry (a Keras model, a ``tf.Module``, a plain function): the call is traced once in
   graph mode (``tf.function(..., autograph=False).get_concrete_function`` on the inputs'
   ``TensorSpec``\\ s), which runs the model's Python a second time but executes no op, and the
-  graph is scanned the same way (``eager_entry``). Its verdict is cached per callable and input
-  signature when it is clean or the call cannot be traced; a refusal is never cached.
+  graph is scanned the same way (``eager_entry``, the kit's
+  :class:`~torchlens.adapter_kit.pre_run_scan.PreRunScan`: its verdict is cached per callable
+  and input signature when it is clean or the call cannot be traced; a refusal is never cached).
 
 A call that cannot be traced (Python that needs values: ``.numpy()``, ``if tensor:``) is left to
 ``guard.py``, which refuses a write or a draw as the op is called, before it executes."""
@@ -21,62 +22,36 @@ from __future__ import annotations
 
 import re
 import sys
-import weakref
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Iterable
 
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from torchlens.errors import BackendUnsupportedError
+from torchlens.adapter_kit.op_type_refusals import OpTypeRefusals
+from torchlens.adapter_kit.pre_run_scan import PreRunScan
 
 from . import refusals
 
-#: Op types that write a variable or other persistent state (replay and the saved values would
-#: see the new value): variable assignments, scatters and optimizer updates on resource
-#: variables, strided-slice assignment (``v[0].assign``), variable creation and destruction,
-#: lookup-table writes, and the TF1 reference-variable assignments.
-WRITES = re.compile(
-    r"^(Assign\w*VariableOp|AssignVariableXlaConcatND|ResourceScatter\w*|Resource(Sparse)?Apply\w*"
-    r"|ResourceStridedSliceAssign|VarHandleOp|DestroyResourceOp|LookupTable(Insert|Remove|Import)V2"
-    r"|Assign|AssignAdd|AssignSub)$"
+#: What a forward may not run, by op type (the kit's declarative check): writes of a variable or
+#: other persistent state (variable assignments, scatters and optimizer updates on resource
+#: variables, strided-slice assignment ``v[0].assign``, variable creation and destruction,
+#: lookup-table writes, the TF1 reference-variable assignments) and stateful random draws (the
+#: ``Stateless*`` ops and ``RandomIndexShuffle`` are deterministic functions of their seeds).
+OP_TYPES = OpTypeRefusals(
+    writes=re.compile(
+        r"^(Assign\w*VariableOp|AssignVariableXlaConcatND|ResourceScatter\w*|Resource(Sparse)?Apply\w*"
+        r"|ResourceStridedSliceAssign|VarHandleOp|DestroyResourceOp|LookupTable(Insert|Remove|Import)V2"
+        r"|Assign|AssignAdd|AssignSub)$"
+    ),
+    draws=re.compile(
+        r"Random|Multinomial|TruncatedNormal|^Rng|^Stateful(?!PartitionedCall)|NonDeterministicInts"
+    ),
+    refuse_write=refusals.variable_write,
+    refuse_draw=refusals.rng,
+    deterministic=re.compile(r"^Stateless"),
+    # An op type the registry does not know is taken as stateful.
+    stateful=lambda op_type: getattr(op_def_registry.get(op_type), "is_stateful", True),
 )
-
-#: Random op types (replay would draw again). Only stateful ones count: the ``Stateless*`` ops and
-#: ``RandomIndexShuffle`` are deterministic functions of their seed inputs.
-_RANDOM = re.compile(
-    r"Random|Multinomial|TruncatedNormal|^Rng|^Stateful(?!PartitionedCall)|NonDeterministicInts"
-)
-
-
-def is_random(op_type: str) -> bool:
-    """Whether an op type draws from a random state (a stateful random op)."""
-    if op_type.startswith("Stateless") or not _RANDOM.search(op_type):
-        return False
-
-    op_def = op_def_registry.get(op_type)
-    return op_def is None or op_def.is_stateful
-
-
-def is_write(op_type: str) -> bool:
-    """Whether an op type writes a variable or other persistent state."""
-    return bool(WRITES.match(op_type))
-
-
-def refusal(op_type: str, where: str) -> Optional[Exception]:
-    """The refusal of a write or a random draw of ``op_type`` (``where`` says where it was
-    seen), or None for any other op type."""
-    if is_random(op_type):
-        return refusals.rng(f"{op_type} {where}")
-    if is_write(op_type):
-        return refusals.variable_write(f"{op_type} {where}")
-    return None
-
-
-def check_op_type(op_type: str, where: str) -> None:
-    """Refuses a write or a random draw of ``op_type``."""
-    error = refusal(op_type, where)
-    if error is not None:
-        raise error
 
 
 def keras_training_call(model: Any, kwargs: dict) -> None:
@@ -109,14 +84,12 @@ def graph_op_types(graph: Any) -> Iterable[str]:
 
 def graph(graph: Any) -> None:
     """Refuses a graph-only entry whose graph writes a variable or draws random numbers."""
-    for op_type in graph_op_types(graph):
-        check_op_type(op_type, "in the entry's graph")
+    OP_TYPES.check(graph_op_types(graph), "in the entry's graph")
 
 
 # ---- eager entries: one graph-mode trace of the call before it runs ------------------------------
 
-#: callable → {input signature → "graph" (traced and clean) or "fallback: <why>"}.
-_VERDICTS: weakref.WeakKeyDictionary[Any, Dict[str, str]] = weakref.WeakKeyDictionary()
+_SCAN = PreRunScan(OP_TYPES, "in the forward (seen by the pre-run graph trace)")
 
 
 def eager_entry(model: Any, args: tuple, kwargs: dict) -> str:
@@ -124,10 +97,6 @@ def eager_entry(model: Any, args: tuple, kwargs: dict) -> str:
     writes a variable, draws random numbers or creates a variable. Returns how the call was
     checked: ``"graph"``, or ``"fallback: <why>"`` when it could not be traced (``guard.py`` then
     refuses a write or a draw as the op is called)."""
-    key = _signature(args, kwargs)
-    cached = _cached(model, key)
-    if cached is not None:
-        return cached
 
     def creates(next_creator: Any, **_kwargs: Any) -> Any:
         raise refusals.variable_write("a variable created inside the forward")
@@ -136,19 +105,12 @@ def eager_entry(model: Any, args: tuple, kwargs: dict) -> str:
         with tf.variable_creator_scope(creates):
             return model(*inputs, **named)
 
-    spec_args, spec_kwargs = tf.nest.map_structure(_spec, (args, kwargs))
-    try:
+    def trace() -> Iterable[str]:
+        spec_args, spec_kwargs = tf.nest.map_structure(_spec, (args, kwargs))
         concrete = tf.function(body, autograph=False).get_concrete_function(*spec_args, **spec_kwargs)
-    except BackendUnsupportedError:
-        raise
-    except Exception as error:  # Python that cannot run on symbolic tensors
-        verdict = f"fallback: {type(error).__name__}"
-    else:
-        for op_type in graph_op_types(concrete.graph):
-            check_op_type(op_type, "in the forward (seen by the pre-run graph trace)")
-        verdict = "graph"
-    _remember(model, key, verdict)
-    return verdict
+        return graph_op_types(concrete.graph)
+
+    return _SCAN.verdict(model, _signature(args, kwargs), trace)
 
 
 def _spec(value: Any) -> Any:
@@ -169,17 +131,3 @@ def _signature(args: tuple, kwargs: dict) -> str:
         return f"{type(value).__qualname__}:{value!r}"
 
     return repr(tf.nest.map_structure(describe, (args, kwargs)))
-
-
-def _cached(model: Any, key: str) -> Optional[str]:
-    try:
-        return _VERDICTS.get(model, {}).get(key)
-    except TypeError:  # not weakly referenceable (no cache)
-        return None
-
-
-def _remember(model: Any, key: str, verdict: str) -> None:
-    try:
-        _VERDICTS.setdefault(model, {})[key] = verdict
-    except TypeError:
-        pass

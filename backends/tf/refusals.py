@@ -15,31 +15,45 @@ from typing import Any
 
 import tensorflow as tf
 
+from torchlens.adapter_kit.program_capture import GraphOnlyRefusals
 from torchlens.adapter_kit.refusals import Refusals
-from torchlens.errors import BackendUnsupportedError
 
 #: This backend's typed refusals, built by the kit the same way for every backend.
 REFUSALS = Refusals("tf")
 refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
+#: What a graph-only entry (a frozen graph) refuses: the kit's checks, with this backend's codes.
+GRAPH_ONLY = GraphOnlyRefusals(
+    "tf_graph_only_intervene",
+    "trace the eager model or the undecorated Python function to edit values",
+    "tf_graph_only_grad",
+    "pass the eager model or the undecorated Python function with grad_options",
+)
 
-def rng(what: str) -> BackendUnsupportedError:
-    return refuse(
-        f"the forward draws random numbers ({what}); replay would draw them again",
-        "rng_state_in_graph",
-        "call the model with training=False (dropout is then the identity), or draw the random "
-        "tensor outside the traced call and pass it in",
-    )
 
+#: A random draw in the forward (``what`` says which and where).
+rng = REFUSALS.declare(
+    "the forward draws random numbers ({}); replay would draw them again",
+    "rng_state_in_graph",
+    "call the model with training=False (dropout is then the identity), or draw the random "
+    "tensor outside the traced call and pass it in",
+)
 
-def variable_write(what: str) -> BackendUnsupportedError:
-    return refuse(
-        f"the forward writes a variable ({what}) while it is captured; replay and the saved "
-        "values would see the new value",
-        "tf_variable_write",
-        "call the model in inference mode (training=False: batch normalization then reads its "
-        "moving statistics without updating them), and build the model before tracing",
-    )
+#: A variable write in the forward (``what`` says which and where).
+variable_write = REFUSALS.declare(
+    "the forward writes a variable ({}) while it is captured; replay and the saved values would "
+    "see the new value",
+    "tf_variable_write",
+    "call the model in inference mode (training=False: batch normalization then reads its "
+    "moving statistics without updating them), and build the model before tracing",
+)
+
+#: A payload of a dtype with no array encoding (string, resource, variant).
+unencodable_payload = REFUSALS.declare(
+    "a {} payload has no array encoding in a .tlspec",
+    "tf_payload_unencodable",
+    "save only dense numeric and bool values (save=tl.func(...) or tl.module(...))",
+)
 
 
 def is_graph_only(model: Any) -> bool:
@@ -61,32 +75,6 @@ def keras_predict_owner(model: Any) -> Any:
         return None
     keras = sys.modules.get("keras")
     return owner if keras is not None and isinstance(owner, keras.Layer) else None
-
-
-def graph_only_intervene() -> BackendUnsupportedError:
-    return refuse(
-        "intervene= needs the eager call; a graph-only entry runs as a frozen graph (imported "
-        "by the FuncGraph static importer, which cannot edit values)",
-        "tf_graph_only_intervene",
-        "trace the eager model or the undecorated Python function to edit values",
-    )
-
-
-def unencodable_payload(dtype: str) -> BackendUnsupportedError:
-    return refuse(
-        f"a {dtype} payload has no array encoding in a .tlspec",
-        "tf_payload_unencodable",
-        "save only dense numeric and bool values (save=tl.func(...) or tl.module(...))",
-    )
-
-
-def graph_only_grad() -> BackendUnsupportedError:
-    return refuse(
-        "derived gradients need an eager replay of the call, which cannot run inside a frozen "
-        "graph (a tf.function, concrete function or SavedModel signature)",
-        "tf_graph_only_grad",
-        "pass the eager model or the undecorated Python function with grad_options",
-    )
 
 
 def keras_backend(model: Any) -> None:

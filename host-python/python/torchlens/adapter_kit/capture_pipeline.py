@@ -243,6 +243,7 @@ def run_capture(adapter: BackendProtocol, request: CaptureRequest, hooks: Captur
             args=request.args,
             kwargs=request.kwargs,
             output_structure=output_structure(adapter, output) if stopped is None else None,
+            unresolved=getattr(recorder, "unresolved", set()),
             **hooks.runtime_fields(),
         )
         if edits is not None:

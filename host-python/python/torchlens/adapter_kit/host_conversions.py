@@ -5,7 +5,7 @@ the same width, and host views widen them to ``float32``."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy
 
@@ -40,10 +40,21 @@ class HostConversions:
         """``value``'s bits read as the core dtype ``dtype`` of the same width."""
         raise NotImplementedError
 
+    def held_array(self, value: Any) -> Any:
+        """The array a value holds now (a framework whose parameters are variables reads the
+        variable's current value); the value itself by default."""
+        return value
+
+    def payload_refusal(self, dtype: str) -> Optional[Exception]:
+        """The refusal of saving a payload of ``dtype`` (one with no array encoding, such as
+        strings or handles), or None."""
+        return None
+
     # ---- the protocol's host copies and payload codec -----------------------------------------
 
     def to_numpy(self, value: Any) -> numpy.ndarray:
         """A host NumPy array of a value; ``bfloat16`` and float8 widen to ``float32``."""
+        value = self.held_array(value)
         if not isinstance(value, self.array_type):
             return numpy.asarray(value)
         if array_codec.is_bit_carrier(self.neutral_dtype(value)):
@@ -59,8 +70,13 @@ class HostConversions:
         return self.array_from_host(numpy.array(array, dtype=numpy.dtype(dtype), order="C"))
 
     def payload_bytes(self, value: Any) -> memoryview:
-        """The value's bytes in C order (a dtype NumPy lacks as its raw bits)."""
+        """The value's bytes in C order (a dtype NumPy lacks as its raw bits); a dtype with no
+        array encoding refuses (:meth:`payload_refusal`)."""
+        value = self.held_array(value)
         dtype = self.neutral_dtype(value)
+        refusal = self.payload_refusal(dtype)
+        if refusal is not None:
+            raise refusal
         if array_codec.is_bit_carrier(dtype):
             bits = self.reinterpret(value, array_codec.transport_dtype(dtype).name)
             return array_codec.payload_bytes(self.array_to_host(bits))

@@ -246,3 +246,27 @@ def bracketed_calls(session: Any, known_ids: Callable[[Any], List[int]]) -> Modu
         return output
 
     return on_call
+
+
+def attributes_holding(
+    node: Any, accept: Callable[[Any], bool], containers: Tuple[type, ...] = (list, tuple, dict)
+) -> List[Tuple[str, Any]]:
+    """``(name, value)`` of every value ``accept`` takes that a public attribute of ``node``
+    holds, itself or as an item of a list, tuple or dict among ``containers`` (named
+    ``attribute.<index>`` or ``attribute.<key>``), in attribute order; ``node`` itself is never
+    listed. A value under two attributes is listed twice (a :class:`ModuleWalk` records the
+    second address as an alias)."""
+    found: List[Tuple[str, Any]] = []
+    for key, value in vars(node).items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, (list, tuple)) and isinstance(value, containers):
+            items: Iterable[Tuple[Any, Any]] = enumerate(value)
+        elif isinstance(value, dict) and dict in containers:
+            items = value.items()
+        else:
+            items = [(None, value)]
+        for item_key, item in items:
+            if item is not node and accept(item):
+                found.append((key if item_key is None else f"{key}.{item_key}", item))
+    return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .live_edits import LiveEditHost
 from .module_walk import ModuleTree, ModuleWalk
@@ -67,6 +67,9 @@ class Recorder(LiveEditHost):
         self.on_exit: Optional[Callable[[int, List[int], List[Any]], Dict[int, Any]]] = None
         #: Reasons the capture may be incomplete, noted as the forward runs (in order, once each).
         self.ceilings: Dict[str, None] = {}
+        #: Value ids of values read from outside whose producer ran in the forward unseen
+        #: (:meth:`unresolved_producer`; replay's ``ReplayRuntime.unresolved``).
+        self.unresolved: Set[int] = set()
 
     # ---- framework facts (a backend overrides these) -------------------------------------------
 
@@ -115,6 +118,12 @@ class Recorder(LiveEditHost):
         """Every value the recorder declares passes here, in order: ``kind`` is ``param``,
         ``input``, ``constant``, ``buffer`` or ``op`` (``name``: its address, input name or
         function). A backend keeping a structural signature of the capture listens here."""
+
+    def unresolved_producer(self, value: Any) -> bool:
+        """Whether a value the forward read from outside was made during the forward by a
+        producer the capture could not see (a value that left the framework and came back, an
+        op on another thread); none by default."""
+        return False
 
     def outside_value(self, value: Any) -> Any:
         """What a constant or buffer from outside the forward keeps as its payload (the value
@@ -166,6 +175,8 @@ class Recorder(LiveEditHost):
         else:
             self.session.constant(value_id, kept, shape, dtype)
         self.declared("buffer" if address is not None else "constant", address or "constant", value_id, value)
+        if self.unresolved_producer(value):
+            self.unresolved.add(value_id)
         return value_id
 
     def reference(self, value: Any) -> Tuple[int, ValueRef]:
@@ -301,6 +312,18 @@ class Recorder(LiveEditHost):
             return recorder.module_call(original, module, recorder.module_id(module), args, kwargs)
 
         return call
+
+    def wrap_module_calls(self, patches: Any, skip: Callable[[Any], bool]) -> None:
+        """Wraps ``__call__`` of the class of every walked module that defines it itself (each
+        class once; a module ``skip`` takes is left out) with :meth:`module_call_wrapper`, for
+        the capture (``patches`` restores them)."""
+        classes = set()
+        for _prefix, module in self.walk.modules if self.walk is not None else ():
+            cls = type(module)
+            if skip(module) or cls in classes or "__call__" not in vars(cls):
+                continue
+            classes.add(cls)
+            patches.wrap(cls, "__call__", self.module_call_wrapper)
 
     def module_call(
         self, original: Callable[..., Any], module: Any, module_id: int, args: tuple, kwargs: dict
@@ -457,6 +480,22 @@ class Recorder(LiveEditHost):
             return refused
 
         return make
+
+    def observed(self, record: Callable[..., None], *args: Any) -> None:
+        """Runs ``record(*args)`` for one op an observing interception reports (a callback the
+        framework calls after the op ran): the outermost op of the owner thread only (the
+        capture's own calls pass through). An error ``record`` raises is kept as ``error``,
+        because the framework may re-raise it as another type, and raised."""
+        if self.depth or not self.on_owner_thread():
+            return
+        self.depth += 1
+        try:
+            record(*args)
+        except BaseException as error:
+            self.error = error
+            raise
+        finally:
+            self.depth -= 1
 
     def quiet_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """A wrapper whose call, and everything inside it, is not recorded."""

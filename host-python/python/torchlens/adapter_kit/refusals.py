@@ -5,7 +5,12 @@ refusals particular to its framework."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..errors import BackendUnsupportedError
+
+#: A declared refusal: called with the facts its message template takes.
+Declared = Callable[..., BackendUnsupportedError]
 
 
 class Refusals:
@@ -25,3 +30,12 @@ class Refusals:
     def value_invalid(self, message: str, remedy: str) -> BackendUnsupportedError:
         """An option value no backend could honour (``option_value_invalid``)."""
         return self.refuse(message, "option_value_invalid", remedy)
+
+    def declare(self, message: str, code: str, remedy: str) -> Declared:
+        """A refusal declared once: ``declare(message, code, remedy)(*facts)`` refuses with
+        ``message`` formatted with ``facts`` (``str.format`` positions)."""
+
+        def refusal(*facts: object) -> BackendUnsupportedError:
+            return self.refuse(message.format(*facts), code, remedy)
+
+        return refusal

@@ -16,6 +16,7 @@ import jax
 from torchlens.adapter_kit import Patches
 from torchlens.adapter_kit.argument_names import argument_names
 from torchlens.adapter_kit.module_scopes import scoped_module_calls
+from torchlens.adapter_kit.module_walk import ModuleWalk
 
 from .refusals import refuse
 from .roots import Root
@@ -57,26 +58,15 @@ def _nnx_walk(model: Any) -> List[Tuple[str, Any, bool]]:
 
 def _nnx_paths(model: Any) -> Dict[int, List[str]]:
     """Every address each NNX module is reachable under (a module assigned to two attributes
-    is one object in an NNX graph), in discovery order."""
+    is one object in an NNX graph), in discovery order (the kit's ``ModuleWalk``)."""
     nnx = sys.modules["flax.nnx"]
-    paths: Dict[int, List[str]] = {}
 
-    def visit(node: Any, address: str, depth: int) -> None:
-        if depth > 64:
-            return
-        known = paths.get(id(node))
-        if known is not None:
-            known.append(address)
-            return
-        paths[id(node)] = [address]
+    def children(node: Any) -> List[Tuple[str, Any]]:
         # flax 0.12.0 has no nnx.iter_children, only the Module method.
-        children = nnx.iter_children(node) if hasattr(nnx, "iter_children") else node.iter_children()
-        for key, child in children:
-            if isinstance(child, nnx.Module):
-                visit(child, f"{address}.{key}" if address else str(key), depth + 1)
+        found = nnx.iter_children(node) if hasattr(nnx, "iter_children") else node.iter_children()
+        return [(str(key), child) for key, child in found if isinstance(child, nnx.Module)]
 
-    visit(model, "", 0)
-    return paths
+    return ModuleWalk(model, children).addresses
 
 
 def walk(model: Any, framework: str) -> List[Tuple[str, Any, bool]]:

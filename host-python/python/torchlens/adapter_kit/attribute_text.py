@@ -41,6 +41,7 @@ def _render(value: Any) -> Optional[str]:
         return str(value)
     if isinstance(value, tuple) and len(value) <= 16:
         parts = [_render(item) for item in value]
-        if all(part is not None for part in parts):
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        texts = [part for part in parts if part is not None]
+        if len(texts) == len(parts):
+            return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
     return None

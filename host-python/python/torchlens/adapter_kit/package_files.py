@@ -15,8 +15,9 @@ def package_folders(names: Iterable[str]) -> Tuple[str, ...]:
     folders = []
     for name in names:
         module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            folders.append(os.path.dirname(os.path.realpath(module.__file__)) + os.sep)
+        source = getattr(module, "__file__", None) if module is not None else None
+        if source:
+            folders.append(os.path.dirname(os.path.realpath(source)) + os.sep)
     return tuple(folders)
 
 

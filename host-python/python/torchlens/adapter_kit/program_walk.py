@@ -198,7 +198,7 @@ class ProgramWalk(ProgramImport):
                 else:
                     program.code.append((OP, self.step_of(equation), in_slots, outs))
             for var, slot in zip(results, outs):
-                if not self.dropped(var):
+                if slot is not None and not self.dropped(var):
                     env[var] = slot
         return [self._slot(program, env, atom) for atom in outvars]
 
@@ -256,8 +256,9 @@ class ProgramWalk(ProgramImport):
         values = step.run([value for value, _ in ins], self.fast)
         return self.op(step.name, ins, values, step.attributes, step.replay)
 
-    def nested(self, equation: Any, ins: List[Pair]) -> List[Pair]:
-        """A walked equation: its control flow unrolled, or one region."""
+    def nested(self, item: Any, ins: List[Pair]) -> List[Pair]:
+        """A walked equation (``item``): its control flow unrolled, or one region."""
+        equation = item
         flow = None if self.mode == "region" else self.control(equation, ins)
         if isinstance(flow, CountedLoop) and 0 < flow.length <= self.cap:
             return self._counted(flow)

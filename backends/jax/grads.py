@@ -3,16 +3,14 @@ traced call, and optionally per-op gradients, each checked independently before 
 driven by the kit's driver (:mod:`torchlens.adapter_kit.derived_grads`). These are not a
 captured backward pass (``has_backward_pass`` stays False).
 
-Per-op gradients come from the captured graph itself, re-evaluated differentiably from its
-replay records (so there is no structural match to make): the re-evaluation must reproduce the
-captured outputs, one all-tap ``jax.grad`` gives every op's gradient, and each must then agree
-with the gradient of the loss with that op's value replaced by a free variable and with a central
-finite difference along a random direction."""
+Per-op gradients are the kit's (:mod:`torchlens.adapter_kit.rerun_grads`): the captured graph
+re-evaluated from its replay records, one all-tap ``jax.grad``, each op's gradient checked by a
+replaced-value gradient and a finite difference."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -24,11 +22,8 @@ from torchlens.adapter_kit.derived_grads import (
     INTERMEDIATE_REPLAY_DIVERGED,
     INTERMEDIATE_REPLAY_FAILED,
 )
-from torchlens.adapter_kit.program_import import rerun
-from torchlens.errors import TorchLensError
+from torchlens.adapter_kit.rerun_grads import RerunGradHooks
 from torchlens.trace import Autograd
-
-from .refusals import refuse
 
 __all__ = [
     "GradOptions",
@@ -58,16 +53,30 @@ def inexact(value: Any) -> bool:
     return hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.inexact)
 
 
-class _Hooks(kit.GradHooks):
-    evidence = ("boundary_replacement_grad", "finite_difference")
+class GradHooks(RerunGradHooks):
+    """JAX's side of the kit's derived-gradient driver."""
+
     loss_kind = "scalar jax.Array"
     loss_remedy = "pass GradOptions(loss_fn=lambda output: jnp.sum(output))"
 
-    def __init__(self, trace: Any, options: GradOptions) -> None:
-        super().__init__(trace, options)
-        self.rng = np.random.default_rng(0)
-        #: Set by :meth:`op_pass` for :meth:`oracle`.
-        self._loss_of: Optional[Callable[[Any], Any]] = None
+    grad_name = "jax.grad"
+    grad_remedy = "differentiate a function without while_loop (use lax.scan or fori_loop with static bounds)"
+
+    differentiable = staticmethod(inexact)
+    zeros_like = staticmethod(jnp.zeros_like)
+
+    def grad(self, function: Callable[[Any], Any], at: Any) -> Any:
+        return jax.grad(function)(at)
+
+    def structured(self, outputs: List[Any]) -> Any:
+        tree = jax.tree_util.tree_structure(self.trace._runtime.output_tree)
+        return jax.tree_util.tree_unflatten(tree, outputs)
+
+    def array_like(self, array: np.ndarray, like: Any) -> Any:
+        return jnp.asarray(array).astype(like.dtype)
+
+    def param_leaves(self, tree: Any) -> List[Any]:
+        return [leaf for leaf in jax.tree_util.tree_leaves(tree) if inexact(leaf) or hasattr(leaf, "dtype")]
 
     def output_leaves(self, output: Any) -> List[Any]:
         return jax.tree_util.tree_leaves(output)
@@ -79,119 +88,10 @@ class _Hooks(kit.GradHooks):
         # The loss is a tracer under jax.grad: its shape is known, its value is not.
         return isinstance(loss, (jax.Array, float, int)) and jnp.size(loss) == 1
 
-    def captured(self) -> List[kit.CapturedOp]:
-        """The compute ops with a recorded floating value (keyed by value id)."""
-        recorded = self.trace._runtime.values
-        return [
-            kit.CapturedOp(op.label, (), True, op._info["value"])
-            for op in self.trace.ops
-            if op.kind == "compute" and op._info["value"] in recorded and inexact(recorded[op._info["value"]])
-        ]
-
-    def captured_outputs(self) -> List[Tuple[Any, str]]:
-        recorded = self.trace._runtime.values
-        return [(recorded[op.parents[0]._info["value"]], op.dtype) for op in self.trace.outputs]
-
-    def leaf_pass(self, loss_of: Callable[[Any], Any], per_op: bool) -> kit.GradPass:
-        """``jax.grad`` of the traced call over the parameters and the chosen inputs."""
-        options = self.options
-        root = self.trace._runtime.root
-        dynamic = list(root.dynamic)
-        count = len(root.params)
-        if options.params is not None:
-            leaves = [
-                leaf
-                for leaf in jax.tree_util.tree_leaves(options.params)
-                if inexact(leaf) or hasattr(leaf, "dtype")
-            ]
-            if len(leaves) != count:
-                raise refuse(
-                    f"GradOptions.params has {len(leaves)} array leaves, the traced parameters {count}",
-                    "option_value_invalid",
-                    "pass the same parameter pytree the function was traced with",
-                )
-            dynamic[:count] = leaves
-        wrt = [index for index in range(count) if inexact(dynamic[index])]
-        names = [kit.param_target(root.params[index][0]) for index in wrt]
-        argnums = set(options.input_grad_argnums)
-        for offset, ((name, _), position) in enumerate(zip(root.inputs, root.input_positions)):
-            if position in argnums and inexact(dynamic[count + offset]):
-                wrt.append(count + offset)
-                names.append(kit.input_target(position, name[len(root.input_names[position]) :]))
-
-        def loss_at(chosen: List[Any]) -> Any:
-            full = list(dynamic)
-            for index, value in zip(wrt, chosen):
-                full[index] = value
-            return loss_of(root.flat(*full))
-
-        try:
-            grads = jax.grad(loss_at)([dynamic[index] for index in wrt])
-        except TorchLensError:
-            raise  # our own refusal (of the loss), not JAX's
-        except Exception as error:  # JAX's own refusal (reverse-mode of a while_loop, ...)
-            raise refuse(
-                f"jax.grad cannot differentiate the traced function: {str(error).splitlines()[0]}",
-                "capability_unsupported",
-                "differentiate a function without while_loop (use lax.scan or fori_loop with static bounds)",
-            ) from error
-        return kit.GradPass(grads=dict(zip(names, grads)))
-
-    def op_pass(self, loss_of: Callable[[Any], Any]) -> kit.GradPass:
-        """The captured graph re-evaluated, then one all-tap ``jax.grad``."""
-        trace = self.trace
-        self._loss_of = loss_of
-        try:
-            rerun = jax.tree_util.tree_leaves(_evaluate(trace, {}))
-        except Exception as error:
-            raise kit.Unavailable(
-                INTERMEDIATE_REPLAY_FAILED, f"re-evaluating the graph raised {error!r}"
-            ) from error
-        recorded = trace._runtime.values
-        keys = [op.key for op in self.captured()]
-        zeros = {key: jnp.zeros_like(recorded[key]) for key in keys}
-        if not kit.reproduces(self, rerun):
-            # The driver withholds every record; do not differentiate a graph that diverged.
-            return kit.GradPass(outputs=rerun, op_grads=[])
-        try:
-            tapped = jax.grad(lambda taps: loss_of(_evaluate(trace, taps)))(zeros)
-        except Exception as error:
-            # The producer cannot run under jax.grad (a while_loop region, say).
-            raise kit.Unavailable(
-                INTERMEDIATE_GRAD_UNSUPPORTED, f"jax.grad of the graph raised {error!r}"
-            ) from error
-        return kit.GradPass(outputs=rerun, op_grads=[tapped[key] for key in keys])
-
-    def oracle(self, index: int, op: kit.CapturedOp, grad: Any) -> bool:
-        """The gradient of the loss with this op's value replaced by a free variable, and a
-        central finite difference along a random direction, both agree with ``grad``."""
-        assert self._loss_of is not None  # set by op_pass, which runs first
-        loss_of, trace, value_id = self._loss_of, self.trace, op.key
-        value = trace._runtime.values[value_id]
-
-        def replaced(v: Any) -> Any:
-            return loss_of(_evaluate(trace, {}, (value_id, v)))
-
-        try:
-            oracle = jax.grad(replaced)(value)
-        except Exception:
-            return False
-        if not np.allclose(
-            np.asarray(grad, np.float64), np.asarray(oracle, np.float64), rtol=1e-4, atol=1e-5
-        ):
-            return False
-        direction = jnp.asarray(self.rng.standard_normal(value.shape)).astype(value.dtype)
-        step = 1e-3 * (1.0 + float(jnp.max(jnp.abs(value))))
-        finite = (float(replaced(value + step * direction)) - float(replaced(value - step * direction))) / (
-            2 * step
-        )
-        analytic = float(jnp.vdot(grad.astype(jnp.float32), direction.astype(jnp.float32)))
-        return abs(finite - analytic) <= 2e-2 * (1.0 + abs(analytic))
-
 
 def derive(trace: Any, options: GradOptions) -> Autograd:
     """The derived gradients of a live trace (``CaptureOptions(grad_options=...)``)."""
-    return kit.derive(_Hooks(trace, options))
+    return kit.derive(GradHooks(trace, options))
 
 
 def _intermediate(
@@ -200,11 +100,4 @@ def _intermediate(
     """Sets ``autograd``'s per-op records alone (the driver's per-op stage). ``loss_fn`` is
     the loss ``options`` gives (the hooks build it from ``options``); it stays in the
     signature for callers that pass it."""
-    kit.attach_intermediate(_Hooks(trace, options), autograd)
-
-
-def _evaluate(trace: Any, taps: Dict[int, Any], replace: Optional[tuple] = None) -> Any:
-    """The captured graph re-evaluated differentiably (the kit's ``rerun``: ``taps`` added,
-    or one value replaced), as the function's output pytree."""
-    outputs = rerun(trace, taps, replace)
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(trace._runtime.output_tree), outputs)
+    kit.attach_intermediate(GradHooks(trace, options), autograd)

@@ -13,11 +13,13 @@ attribute of a captured object changed in place) is read at the first trace only
 
 A key that cannot be built (an unhashable static leaf) simply traces every time. The cache
 itself (weakly anchored entries, least recently used dropped, what each entry derives from its
-jaxpr) is the kit's :mod:`torchlens.adapter_kit.program_cache`; this module builds the key."""
+jaxpr) is the kit's :mod:`torchlens.adapter_kit.program_cache` and the key the kit's
+:meth:`~torchlens.adapter_kit.flat_call.FlatCall.signature`; this module gives JAX's abstract
+values and trace context."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import jax
 
@@ -42,29 +44,10 @@ def _aval(leaf: Any) -> Any:
     return type(leaf), leaf.shape, leaf.dtype
 
 
-def _key(root: Any) -> Optional[tuple]:
-    if _trace_context is None or root.anchors is None:
-        return None
-    dynamic = set(root.dynamic_index)
-    statics = tuple(
-        (index, type(leaf), leaf) for index, leaf in enumerate(root.leaves) if index not in dynamic
-    )
-    avals = tuple(_aval(root.leaves[index]) for index in root.dynamic_index)
-    return (
-        root.kind,
-        root.framework,
-        tuple(id(anchor) for anchor in root.anchors),
-        root.structure,
-        root.treedef,
-        statics,
-        avals,
-        _trace_context(),
-    )
-
-
 def lookup(root: Any) -> Entry:
     """The cached entry for ``root``'s call (``entry.traced``: the closed jaxpr and the output
     structure), tracing it on a miss."""
+    key = None if _trace_context is None else root.signature(_aval, _trace_context())
     return _CACHE.lookup(
-        _key(root), root.anchors, lambda: jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
+        key, root.anchors, lambda: jax.make_jaxpr(root.flat, return_shape=True)(*root.dynamic)
     )

@@ -8,19 +8,18 @@ changes of that stack into module enter/exit events."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 from typing import Any, Dict, List, Tuple
 
 import jax
 
 from torchlens.adapter_kit import Patches
-from torchlens.adapter_kit.module_walk import ModuleRecord, ModuleTree, install_module_calls
+from torchlens.adapter_kit.argument_names import argument_names
+from torchlens.adapter_kit.module_scopes import scoped_module_calls
+from torchlens.adapter_kit.module_walk import ModuleWalk
 
 from .refusals import refuse
-from .roots import Root, argument_names
-
-_SCOPE = re.compile(r"^tlm(\d+)c(\d+)$")
+from .roots import Root
 
 
 def _eqx_walk(value: Any, address: str, found: List[Tuple[str, Any, bool]], depth: int = 0) -> None:
@@ -59,26 +58,15 @@ def _nnx_walk(model: Any) -> List[Tuple[str, Any, bool]]:
 
 def _nnx_paths(model: Any) -> Dict[int, List[str]]:
     """Every address each NNX module is reachable under (a module assigned to two attributes
-    is one object in an NNX graph), in discovery order."""
+    is one object in an NNX graph), in discovery order (the kit's ``ModuleWalk``)."""
     nnx = sys.modules["flax.nnx"]
-    paths: Dict[int, List[str]] = {}
 
-    def visit(node: Any, address: str, depth: int) -> None:
-        if depth > 64:
-            return
-        known = paths.get(id(node))
-        if known is not None:
-            known.append(address)
-            return
-        paths[id(node)] = [address]
+    def children(node: Any) -> List[Tuple[str, Any]]:
         # flax 0.12.0 has no nnx.iter_children, only the Module method.
-        children = nnx.iter_children(node) if hasattr(nnx, "iter_children") else node.iter_children()
-        for key, child in children:
-            if isinstance(child, nnx.Module):
-                visit(child, f"{address}.{key}" if address else str(key), depth + 1)
+        found = nnx.iter_children(node) if hasattr(nnx, "iter_children") else node.iter_children()
+        return [(str(key), child) for key, child in found if isinstance(child, nnx.Module)]
 
-    visit(model, "", 0)
-    return paths
+    return ModuleWalk(model, children).addresses
 
 
 def walk(model: Any, framework: str) -> List[Tuple[str, Any, bool]]:
@@ -89,86 +77,18 @@ def walk(model: Any, framework: str) -> List[Tuple[str, Any, bool]]:
     return _nnx_walk(model)
 
 
-class Scopes:
-    """Turns the module scopes in equations' name stacks into enter/exit events."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.open: List[Tuple[int, int, int]] = []  # (module id, call, first equation)
-
-    def hook(self, jaxpr: Any):
-        eqns = jaxpr.eqns
-        last_use: Dict[Any, int] = {}
-        for index, eqn in enumerate(eqns):
-            for atom in eqn.invars:
-                if not hasattr(atom, "val"):
-                    last_use[atom] = index
-        for atom in jaxpr.outvars:
-            if not hasattr(atom, "val"):
-                last_use[atom] = len(eqns)
-        self.eqns, self.last_use = eqns, last_use
-
-        def on_equation(eqn: Any, index: int, env: dict) -> None:
-            wanted = []
-            # Structured name-stack entries: under a transform the text form reads
-            # "outer/vmap(inner)", the entries stay Scope("outer"), Transform("vmap"), Scope("inner").
-            for part in eqn.source_info.name_stack.stack:
-                match = _SCOPE.match(getattr(part, "name", ""))
-                if match and match.group(1) != "0":  # the root's own call is already open
-                    wanted.append((int(match.group(1)), int(match.group(2))))
-            keep = 0
-            while keep < len(self.open) and keep < len(wanted) and self.open[keep][:2] == wanted[keep]:
-                keep += 1
-            self._close(keep, index, env)
-            for module, call in wanted[keep:]:
-                self.session.enter(module)
-                self.open.append((module, call, index))
-
-        return on_equation
-
-    def _close(self, keep: int, index: int, env: dict) -> None:
-        while len(self.open) > keep:
-            module, _, first = self.open.pop()
-            outputs = []
-            for eqn in self.eqns[first:index]:
-                for var in eqn.outvars:
-                    if self.last_use.get(var, -1) >= index and var in env and env[var][1] is not None:
-                        outputs.append(env[var][1])
-            self.session.exit(module, outputs)
-
-    def close(self, env: dict) -> None:
-        self._close(0, len(self.eqns), env)
+def scope_names(eqn: Any) -> List[str]:
+    """The names of the scopes open around an equation, outermost first. Structured
+    name-stack entries: under a transform the text form reads "outer/vmap(inner)", the entries
+    stay Scope("outer"), Transform("vmap"), Scope("inner")."""
+    return [getattr(part, "name", "") for part in eqn.source_info.name_stack.stack]
 
 
 def _scoped_calls(patches: Patches, model: Any, framework: str) -> None:
-    """Runs the ``__call__`` of every module under the root (the kit's ``install_module_calls``)
-    inside a named scope naming the module object (by identity, found by walking the rebuilt
-    module tree) and its call number; the patches restore the classes, also when tracing
-    raises. A module that calls itself again through a base class's ``__call__`` is one call."""
-    found = walk(model, framework)
-    tree = ModuleTree(
-        [
-            ModuleRecord(index, [address], "", container, module)
-            for index, (address, module, container) in enumerate(found)
-        ]
-    )
-    tree.by_object = {id(module): index for index, (_, module, _) in enumerate(found)}
-    calls: Dict[int, int] = {}
-    active: List[int] = []
-
-    def on_call(original: Any, module: Any, index: int, args: tuple, kwargs: dict) -> Any:
-        if active and active[-1] == index:
-            return original(module, *args, **kwargs)
-        call = calls.get(index, 0)
-        calls[index] = call + 1
-        active.append(index)
-        try:
-            with jax.named_scope(f"tlm{index}c{call}"):
-                return original(module, *args, **kwargs)
-        finally:
-            active.pop()
-
-    install_module_calls(patches, tree, on_call)
+    """Runs the ``__call__`` of every module under the root inside a ``jax.named_scope``
+    naming the module object (by identity, found by walking the rebuilt module tree) and its
+    call number (the kit's :func:`~torchlens.adapter_kit.module_scopes.scoped_module_calls`)."""
+    scoped_module_calls(patches, walk(model, framework), jax.named_scope)
 
 
 def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute: bool) -> Root:
@@ -213,38 +133,12 @@ def module_root(model: Any, framework: str, args: tuple, kwargs: dict, attribute
     # structure; an NNX graph definition is not) and the attribution mode key its trace.
     root.anchors = (type(model).__call__,)
     root.structure = graphdef if framework == "flax_nnx" else None
-    modules = walk(model, framework) if attribute else [("self", model, False)]
-    root.modules = modules
-    addresses = [address for address, _, _ in modules]
+    root.modules = walk(model, framework) if attribute else [("self", model, False)]
     if framework == "flax_nnx":
         root.params = [(_strip_value(name), value) for name, value in root.params]
     root.trainable = trainable
-
-    def param_module(name: str) -> int:
-        best, best_length = 0, -1
-        for index, address in enumerate(addresses):
-            if address == "self":
-                continue
-            if (name == address or name.startswith(address + ".")) and len(address) > best_length:
-                best, best_length = index, len(address)
-        return best
-
-    reachable = _nnx_paths(model) if framework == "flax_nnx" and attribute else {}
-
-    def declare_modules(session: Any) -> None:
-        for index, (address, module, container) in enumerate(modules):
-            if address == "self":
-                continue
-            aliases = [other for other in reachable.get(id(module), []) if other != address]
-            session.module(index, [address, *aliases], type(module).__name__, container, False)
-
-    def param_trainable(name: str) -> bool:
-        return True if trainable is None else trainable.get(name, True)
-
-    root.param_module = param_module
-    root.declare_modules = declare_modules
-    root.param_trainable = param_trainable
-    root.scopes = Scopes if attribute else None
+    root.reachable = _nnx_paths(model) if framework == "flax_nnx" and attribute else {}
+    root.scope_names = scope_names if attribute else None
     return root
 
 

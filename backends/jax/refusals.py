@@ -5,10 +5,9 @@ Flax NNX) the transforms whose equations would escape the module attribution."""
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
+from torchlens.adapter_kit.package_files import in_packages
 from torchlens.adapter_kit.refusals import Refusals
 
 from .compat import jaxprs_in_params
@@ -48,24 +47,13 @@ REFUSALS = Refusals("jax")
 refuse, option, value_invalid = REFUSALS.refuse, REFUSALS.option, REFUSALS.value_invalid
 
 
-def _library_folders() -> tuple:
-    folders = []
-    for name in ("jax", "equinox", "flax"):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            folders.append(os.path.dirname(os.path.realpath(module.__file__)) + os.sep)
-    return tuple(folders)
-
-
 def _defined_in_library(closed: Any) -> bool:
     """Whether a jitted function is the framework's own (``jax.nn.relu`` jits internally),
     read from the jaxpr's debug info."""
     jaxpr = getattr(closed, "jaxpr", closed)
     info = getattr(jaxpr, "debug_info", None)
     source = getattr(info, "func_src_info", None) or ""
-    where = source.rsplit(" at ", 1)[-1].rsplit(":", 1)[0]
-    where = os.path.realpath(where) if where.startswith(os.sep) else where
-    return where.startswith(_library_folders())
+    return in_packages(source.rsplit(" at ", 1)[-1].rsplit(":", 1)[0], ("jax", "equinox", "flax"))
 
 
 def _unspecified(sharding: Any) -> bool:

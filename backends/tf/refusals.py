@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from torchlens.adapter_kit.program_capture import GraphOnlyRefusals
+from torchlens.adapter_kit.graph_only_capture import GraphOnlyRefusals
 from torchlens.adapter_kit.refusals import Refusals
 
 #: This backend's typed refusals, built by the kit the same way for every backend.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from abc import ABC, abstractmethod
-from typing import Any, Callable, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Type, Union
 
 from ..capability_gate import refusal_codes
 from ..errors import BackendUnsupportedError
@@ -16,6 +16,7 @@ from . import array_codec, framework_version, replay
 from .capture_pipeline import CaptureHooks, run_capture
 from .derived_grads import is_floating_dtype
 from .preflight import check_request
+from .program_capture import ProgramCaptureHooks, run_program_capture
 from .request import CaptureRequest, SaveRequest
 from .structures import named_arrays, named_inputs
 from .wrappers import takes_turns
@@ -53,10 +54,11 @@ class BackendProtocol(ABC):
     #: gradients. A request's ``grad_options`` of another type refuses in the kit's preflight.
     grad_options_type: Optional[type] = None
 
-    #: The backend's :class:`~torchlens.adapter_kit.capture_pipeline.CaptureHooks` type: with
-    #: it, ``capture`` is the kit's pipeline (a backend that captures otherwise, by tracing a
-    #: program, overrides ``capture`` itself).
-    capture_hooks: Optional[Type[CaptureHooks]] = None
+    #: The backend's :class:`~torchlens.adapter_kit.capture_pipeline.CaptureHooks` type (with
+    #: it, ``capture`` is the kit's pipeline) or, for a backend that captures by tracing a
+    #: program, its :class:`~torchlens.adapter_kit.program_capture.ProgramCaptureHooks` type
+    #: (the kit's capture by program).
+    capture_hooks: Optional[Union[Type[CaptureHooks], Type[ProgramCaptureHooks]]] = None
 
     #: The backend's :class:`~torchlens.adapter_kit.derived_grads.GradHooks` type (its
     #: framework's value-and-grad for the kit's gradient driver).
@@ -167,10 +169,14 @@ class BackendProtocol(ABC):
     def capture(self, request: Any) -> Any:
         """Runs one checked :class:`~torchlens.adapter_kit.CaptureRequest` and returns its
         :class:`~torchlens.trace.Trace` (built by :meth:`CaptureSession.finish`): the kit's
-        pipeline over the backend's :attr:`capture_hooks`."""
-        return run_capture(self, request, self.make_capture_hooks(request))
+        pipeline over the backend's :attr:`capture_hooks` (capture by program for program
+        hooks)."""
+        hooks = self.make_capture_hooks(request)
+        if isinstance(hooks, ProgramCaptureHooks):
+            return run_program_capture(self, request, hooks)
+        return run_capture(self, request, hooks)
 
-    def make_capture_hooks(self, request: Any) -> CaptureHooks:
+    def make_capture_hooks(self, request: Any) -> Any:
         """This backend's :attr:`capture_hooks` for one request."""
         if self.capture_hooks is None:
             raise NotImplementedError(

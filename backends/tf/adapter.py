@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest
 from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
-from torchlens.adapter_kit.host_conversions import HostConversions
 from torchlens.adapter_kit.graph_only_capture import check_graph_only
+from torchlens.adapter_kit.host_conversions import HostConversions
 
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module

@@ -18,9 +18,9 @@ import tensorflow as tf
 from tensorflow.python.framework import function_def_to_graph, tensor_util
 
 from torchlens.adapter_kit.graph_import import GraphImport
+from torchlens.adapter_kit.graph_only_capture import capture_program
 from torchlens.adapter_kit.graph_program import GraphReader, compile_graph
 from torchlens.adapter_kit.program_cache import ProgramCache
-from torchlens.adapter_kit.graph_only_capture import capture_program
 from torchlens.adapter_kit.program_import import Pair
 
 from . import prescan, refusals

@@ -89,7 +89,7 @@ class GraphImport(ProgramImport):
             reason=reason,
         )
         if unresolved:
-            self.unresolved.update(value_id for _, value_id in pairs)
+            self.unresolved.update(value_id for _, value_id in pairs if value_id is not None)
         if call is None:
             self.opaque += 1
         return pairs

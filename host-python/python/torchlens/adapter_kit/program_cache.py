@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Optional, Set
+from typing import Any, Callable, Dict, Hashable, Optional, Set
 
 
 class Entry:
@@ -34,8 +34,9 @@ class Entry:
         self.checked: Set[Any] = set()
         #: Prepared ops, by ``id`` of the program's op (the program keeps every op alive).
         self.steps: Dict[int, Any] = {}
-        #: Compiled programs (:class:`~.program_import.Program`), by ``id`` of each body.
-        self.programs: Dict[int, Any] = {}
+        #: Compiled programs (:class:`~.program_import.Program`), by ``id`` of each body (or
+        #: another key naming the body, such as a branch chosen at run time).
+        self.programs: Dict[Hashable, Any] = {}
 
     def anchored(self, anchors: tuple) -> bool:
         """Whether ``anchors`` are the very objects this entry was traced with."""

@@ -6,13 +6,20 @@ PYTHON := .venv/bin/python
 # reruns build.rs for another.
 COMPONENT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/wasm32-wasip2/release/torchlens_core.wasm
 
-.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-rust-build test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
 
-setup-python:
+## setup-python: .venv with scripts/python-requirements.txt. It reruns when the requirements or
+## the setup scripts change (a stamp inside .venv records the last run), so the several targets
+## of one `make test` that need the venv set it up once.
+VENV_READY := .venv/.setup-python.done
+setup-python: $(VENV_READY)
+
+$(VENV_READY): scripts/setup-python.sh scripts/setup-clang.sh scripts/python-requirements.txt
 	./scripts/setup-python.sh
+	touch $@
 
 component: setup
 	./scripts/build-component.sh
@@ -55,13 +62,31 @@ demo-core: component
 ## under wasmtime, the fuzz corpus replayed, the Python package on real models under both hosts,
 ## the viewer in chromium, the CLI on hostile files), then the format and lint checks. The
 ## timed fuzz run is `make fuzz`, not part of `test`.
-test: test-rust test-python test-web lint
+## Both cores from the start: the Python environment (pip unpacking wheels, mostly one core)
+## is set up beside the Rust test build; then the steps run in order.
+test:
+	$(MAKE) --no-print-directory -j2 setup-python test-rust-build
+	$(MAKE) --no-print-directory test-rust test-python test-web lint
 
 ## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
 ## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
+## The crates that link wasmtime (the host runtime, the CLI, the Python bridge and the torch
+## backend's native recorder) are tested in the release profile: the extension `pip install .`
+## builds next is release too, and reuses that wasmtime instead of compiling it a second time.
+## The rest of the workspace (the core, the schema, the viewer's crate) is tested in the dev
+## profile, where its many test binaries compile faster. Every workspace crate but the
+## extension module itself (torchlens-python, a cdylib with no tests) is tested.
+RUST_TESTS_DEV := -p torchlens-core -p torchlens-schema -p torchlens-web
+RUST_TESTS_RELEASE := -p torchlens-host-runtime -p torchlens-cli -p torchlens-python-bridge -p torchlens-torch-native
+test-rust-build: export TORCHLENS_COMPONENT := $(COMPONENT)
+test-rust-build: component
+	cargo test --locked --no-run $(RUST_TESTS_DEV)
+	cargo test --locked --release --no-run $(RUST_TESTS_RELEASE)
+
 test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
-test-rust: component setup-python
-	cargo test --locked --workspace --exclude torchlens-python
+test-rust: test-rust-build setup-python
+	cargo test --locked $(RUST_TESTS_DEV)
+	cargo test --locked --release $(RUST_TESTS_RELEASE)
 
 ## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
 ## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;
@@ -130,14 +155,16 @@ test-web: web python-package
 lint: export TORCHLENS_COMPONENT := $(COMPONENT)
 lint: component setup-python
 	cargo fmt --all -- --check
-	cargo clippy --locked --workspace --all-targets -- -D warnings
-	cargo clippy --locked -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
+	# Clippy in the release profile: the build scripts and proc macros it runs (wasmtime's,
+	# wit-bindgen's, wasm-bindgen's) are then the ones the release builds of `make test` compiled.
+	cargo clippy --locked --release --workspace --all-targets -- -D warnings
+	cargo clippy --locked --release -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The Python extension reaches the core only through the component: it builds events from
 	# torchlens-schema and must never link torchlens-core natively.
 	! cargo tree -p torchlens-python -e normal | grep -q torchlens-core
-	# The browser viewer builds the same core with wasm-bindgen: keep it compiling there.
-	cargo check -p torchlens-core --lib --target wasm32-unknown-unknown
-	cargo clippy -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
+	# The browser viewer builds the same core with wasm-bindgen: this also checks the core
+	# compiles for that target.
+	cargo clippy --locked --release -p torchlens-web --lib --target wasm32-unknown-unknown -- -D warnings
 	$(PYTHON) -m ruff check host-python backends benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
 	$(PYTHON) -m ruff format --check host-python backends benchmarks host-web/browser-tests conformance scripts/checks scripts/build_pure_wheel.py tests
 	# The package's types ([tool.pyright] in pyproject.toml; the extension's in _native.pyi).

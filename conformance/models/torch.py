@@ -3,6 +3,7 @@ battery of small models the torch tests and benchmarks trace (:func:`battery`)."
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -28,16 +29,22 @@ def _input(seed: int, *shape: int) -> torch.Tensor:
 
 class Mlp(nn.Module):
     """Two linear layers around a ReLU module. The standard model is ``Mlp(3, 4, 2)``; the
-    battery's (the defaults) is wider."""
+    battery's (the defaults) is wider; ``out`` (a module class) adds an output activation
+    module, which the backward tests need as one more leaf with a gradient."""
 
-    def __init__(self, features: int = 8, hidden: int = 16, classes: int = 4) -> None:
+    def __init__(
+        self, features: int = 8, hidden: int = 16, classes: int = 4, out: type[nn.Module] | None = None
+    ) -> None:
         super().__init__()
         self.fc1 = nn.Linear(features, hidden)
         self.act = nn.ReLU()
         self.fc2 = nn.Linear(hidden, classes)
+        if out is not None:
+            self.out = out()
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        y = self.fc2(self.act(self.fc1(x)))
+        return self.out(y) if hasattr(self, "out") else y
 
 
 class Cnn(nn.Module):
@@ -63,12 +70,81 @@ class Attention(nn.Module):
 
 
 class Shared(nn.Module):
-    def __init__(self) -> None:
+    """One linear layer (``block``) called twice. The standard model is the default: a functional
+    ReLU between the calls. ``act`` (a module class) puts an activation module there instead;
+    ``classes`` adds that activation again and a ``head`` after the second call."""
+
+    def __init__(
+        self, features: int = 4, act: type[nn.Module] | None = None, classes: int | None = None
+    ) -> None:
         super().__init__()
-        self.block = nn.Linear(4, 4)
+        self.block = nn.Linear(features, features)
+        if act is not None:
+            self.act = act()
+        if classes is not None:
+            self.head = nn.Linear(features, classes)
 
     def forward(self, x):
-        return self.block(torch.relu(self.block(x)))
+        act = self.act if hasattr(self, "act") else torch.relu
+        x = self.block(act(self.block(x)))
+        return self.head(act(x)) if hasattr(self, "head") else x
+
+
+class ProjectedAttention(nn.Module):
+    """Self-attention with separate query, key and value layers, a softmax module and an output
+    projection; by default a residual add and a LayerNorm close it."""
+
+    def __init__(self, dim: int = 8, residual_norm: bool = True) -> None:
+        super().__init__()
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.softmax = nn.Softmax(dim=-1)
+        self.proj = nn.Linear(dim, dim)
+        if residual_norm:
+            self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).transpose(-2, -1) / math.sqrt(x.shape[-1])
+        attended = self.proj(self.softmax(scores) @ self.v(x))
+        return self.norm(x + attended) if hasattr(self, "norm") else attended
+
+
+class PooledCnn(nn.Module):
+    """Two convolutions with ReLU modules, a max pool and a flattened linear head: every step a
+    leaf module (the backward tests compare one gradient per leaf module call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.act1 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(4, 6, 3)
+        self.act2 = nn.ReLU()
+        self.flat = nn.Flatten()
+        self.head = nn.Linear(6 * 2 * 2, 3)
+
+    def forward(self, x):
+        x = self.pool(self.act1(self.conv1(x)))
+        return self.head(self.flat(self.act2(self.conv2(x))))
+
+
+class Recurrent(nn.Module):
+    """An LSTM read at its last step, then a linear head; ``add_final_hidden`` adds the final
+    hidden state to that last output first."""
+
+    def __init__(
+        self, features: int = 5, hidden: int = 7, classes: int = 3, add_final_hidden: bool = False
+    ) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+        self.add_final_hidden = add_final_hidden
+
+    def forward(self, x):
+        sequence, (hidden, _cell) = self.lstm(x)
+        last = sequence[:, -1] + hidden[-1] if self.add_final_hidden else sequence[:, -1]
+        return self.head(last)
 
 
 def _build(cls: type, seed: int, shape: tuple) -> Any:

@@ -307,3 +307,145 @@ def battery():
         ("reads_global", ReadsGlobal().eval(), torch.randn(2, 4)),
         ("in_place", InPlace().eval(), torch.randn(2, 4)),
     ]
+
+
+# The benchmark models: the workloads the torch benchmarks (torch_overhead.py and those that reuse
+# its workloads, scale.py, tlspec_cli.py, selective_memory.py) time, at the sizes
+# docs/performance.md publishes.
+
+
+def relu_mlp_stack() -> nn.Module:
+    """Eight 256-wide linear layers with ReLUs, then a 10-way head (a Sequential)."""
+    layers = []
+    for _ in range(8):
+        layers += [nn.Linear(256, 256), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(256, 10))
+
+
+class BenchmarkCnn(nn.Module):
+    """Two convolutions with batch norm in a ``features`` Sequential, then a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+class Chain(nn.Module):
+    """``ops`` small ops, relu and add in turn (1000 by default): per-op cost without the fixed
+    cost of a trace; on a 1 MiB activation, one op per MiB saved."""
+
+    def __init__(self, ops: int = 1000) -> None:
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        for step in range(self.ops):
+            x = torch.relu(x) if step % 2 == 0 else x + 1
+        return x
+
+
+class DeepMlp(nn.Module):
+    """Fifty residual layers, four ops each (linear, relu, add, scale): 202 ops with input and
+    output, the issue's "deep 50-layer MLP chain"."""
+
+    def __init__(self, layers: int = 50, width: int = 64) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = (x + torch.relu(layer(x))) * 0.5
+        return x
+
+
+class PreNormBlock(nn.Module):
+    """A pre-norm transformer block: fused QKV, scaled dot-product attention, a GELU MLP."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class Transformer(nn.Module):
+    """Six blocks between an embedding and a vocabulary head (82 ops)."""
+
+    def __init__(self, blocks: int = 6, dim: int = 64, vocabulary: int = 1000) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, dim)
+        self.blocks = nn.ModuleList(PreNormBlock(dim) for _ in range(blocks))
+        self.head = nn.Linear(dim, vocabulary)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class OneOp(nn.Module):
+    """One op: its trace minus its forward is what every trace costs before its ops."""
+
+    def forward(self, x):
+        return x + 1
+
+
+class CausalBlock(nn.Module):
+    """A pre-norm GPT block: fused QKV split into heads, causal mask, a GELU MLP."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        batch, length, dim = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (dim // self.heads) ** 0.5
+        mask = torch.ones(length, length, dtype=torch.bool).tril()
+        attention = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        mixed = (attention @ v).transpose(1, 2).reshape(batch, length, dim)
+        x = x + self.proj(mixed)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class Gpt(nn.Module):
+    """A small GPT: token and position embeddings, causal blocks, a vocabulary head
+    (benchmarks/selective_memory.py)."""
+
+    def __init__(self, vocab=1000, dim=256, heads=4, blocks=4, length=128):
+        super().__init__()
+        self.embed, self.position = nn.Embedding(vocab, dim), nn.Embedding(length, dim)
+        self.blocks = nn.ModuleList(CausalBlock(dim, heads) for _ in range(blocks))
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))

@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 from jax import lax
 
 from . import BackendModels, input_grads, standard_models
@@ -236,6 +237,84 @@ def battery():
         ("closure_constant", closure_constant, closure_args()),
         ("nested_jit", nested_jit, nested_jit_args()),
     ]
+
+
+# The module-root models: Equinox and Flax NNX module trees the module tests trace.
+
+
+class NnxMlp(nnx.Module):
+    """A Flax NNX MLP with a batch norm and a list of blocks (a module tree to attribute)."""
+
+    def __init__(self, rngs):
+        self.fc1 = nnx.Linear(3, 4, rngs=rngs)
+        self.norm = nnx.BatchNorm(4, rngs=rngs)
+        self.blocks = nnx.List([nnx.Linear(4, 4, rngs=rngs), nnx.Linear(4, 2, rngs=rngs)])
+
+    def __call__(self, x):
+        h = self.norm(self.fc1(x))
+        for block in self.blocks:
+            h = jax.nn.relu(block(h))
+        return h
+
+
+def nnx_mlp() -> NnxMlp:
+    """An :class:`NnxMlp` in eval mode."""
+    model = NnxMlp(nnx.Rngs(0))
+    model.eval()
+    return model
+
+
+class EqxConvAttention(eqx.Module):
+    """Equinox convolution, pool, layer norm and multi-head attention in one module tree."""
+
+    conv: eqx.nn.Conv2d
+    pool: eqx.nn.MaxPool2d
+    norm: eqx.nn.LayerNorm
+    attention: eqx.nn.MultiheadAttention
+    head: eqx.nn.Linear
+
+    def __init__(self):
+        keys = jax.random.split(jax.random.key(3), 3)
+        self.conv = eqx.nn.Conv2d(3, 4, 3, padding=1, key=keys[0])
+        self.pool = eqx.nn.MaxPool2d(2, 2)
+        self.norm = eqx.nn.LayerNorm(4)
+        self.attention = eqx.nn.MultiheadAttention(2, 4, key=keys[1])
+        self.head = eqx.nn.Linear(4, 2, key=keys[2])
+
+    def __call__(self, x):
+        sequence = self.pool(jax.nn.relu(self.conv(x))).reshape(4, -1).T
+        sequence = jax.vmap(self.norm)(sequence)
+        return jax.vmap(self.head)(self.attention(sequence, sequence, sequence))
+
+
+class NnxConvAttention(nnx.Module):
+    """Flax NNX convolution, multi-head attention and layer norm in one module tree."""
+
+    def __init__(self, rngs):
+        self.conv = nnx.Conv(3, 4, (3, 3), rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(num_heads=2, in_features=4, decode=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(4, rngs=rngs)
+
+    def __call__(self, x):
+        sequence = jax.nn.relu(self.conv(x)).reshape(1, -1, 4)
+        return self.norm(self.attention(sequence))
+
+
+class StatefulNet(eqx.Module):
+    """An Equinox model with state (a batch norm) and a keyed dropout."""
+
+    linear: eqx.nn.Linear
+    norm: eqx.nn.BatchNorm
+    dropout: eqx.nn.Dropout
+
+    def __init__(self, key):
+        self.linear = eqx.nn.Linear(3, 4, key=key)
+        self.norm = eqx.nn.BatchNorm(4, axis_name="batch", inference=True)
+        self.dropout = eqx.nn.Dropout(0.5)
+
+    def __call__(self, x, state, *, key=None):
+        h, state = self.norm(self.linear(x), state)
+        return self.dropout(h, key=key, inference=key is None), state
 
 
 # The benchmark models: the functions benchmarks/jax_overhead.py times, at the sizes

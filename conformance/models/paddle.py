@@ -177,6 +177,19 @@ class DropoutTraining(nn.Layer):
         return self.drop(self.fc(x))
 
 
+class Counting(nn.Layer):
+    """Counts its forward calls, to show a refusal came before the model ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return F.relu(self.fc(x))
+
+
 def battery() -> List[Tuple[str, Any, paddle.Tensor]]:
     """The models that trace: ``(name, model in eval mode, input)``."""
     constant = paddle.to_tensor(np.linspace(-1, 1, 6).astype("float32"))

@@ -292,6 +292,26 @@ class Raises(nn.Module):
         raise RuntimeError("boom inside forward")
 
 
+class Counting(nn.Module):
+    """Counts its forward calls, to show a refusal came before the model ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x)
+
+
+class SumRows(nn.Module):
+    """A ReLU summed to one number: a model whose output is a scalar, whatever the batch."""
+
+    def forward(self, x):
+        return torch.relu(x).sum()
+
+
 def battery():
     """(name, model, input) for every model of the battery, deterministic weights."""
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import torchlens as tl
-from conformance.models.torch import InPlace, Mlp, ProjectedAttention, Recurrent, Residual, Shared
+from conformance.models.torch import Counting, InPlace, Mlp, ProjectedAttention, Recurrent, Residual, Shared
 from torchlens.errors import BackendUnsupportedError, PatchError, UnsupportedError
 
 pytestmark = pytest.mark.torch
@@ -306,20 +306,14 @@ def test_a_stopped_or_edited_trace_validates_the_ops_it_has():
 
 
 def test_followed_by_in_a_rule_refuses_before_the_model_runs():
-    effects = []
-
-    class Counting(nn.Module):
-        def forward(self, x):
-            effects.append(1)
-            return torch.relu(x)
-
+    model = Counting()
     with pytest.raises(BackendUnsupportedError) as raised:
         tl.trace(
-            Counting(),
-            torch.ones(2),
+            model,
+            torch.ones(1, 3),
             intervene=tl.when(tl.followed_by(tl.func("relu"), tl.func("add")), tl.zero_ablate()),
         )
-    assert raised.value.code == "followed_by_unsupported" and effects == []
+    assert raised.value.code == "followed_by_unsupported" and model.calls == 0
 
 
 def test_torch_accepts_options_it_does_not_use():

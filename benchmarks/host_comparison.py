@@ -25,9 +25,10 @@ HOSTS = ("native", "wasmtime-py")
 def measure(repeats: int) -> dict:
     import torch
     from measurement import timed
-    from torch_overhead import Chain, models
+    from torch_overhead import models
 
     import torchlens as tl
+    from conformance.models.torch import Chain
 
     torch.set_num_threads(1)
     results = {"host": tl.versions()["host"], "models": {}}
@@ -48,13 +49,7 @@ def measure(repeats: int) -> dict:
                 "load": load,
             }
 
-        class LongChain(Chain):
-            def forward(self, x):
-                for _ in range(10):
-                    x = super().forward(x)
-                return x
-
-        trace = tl.trace(LongChain(), torch.randn(4), save=tl.func("nothing_matches_this"))
+        trace = tl.trace(Chain(10_000), torch.randn(4), save=tl.func("nothing_matches_this"))
         body = trace._native.body()
         from torchlens._core import core
 

@@ -25,98 +25,34 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import checkout_root  # noqa: E402, F401  (before the conformance import below: it puts the checkout on sys.path)
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 from framework_comparison import Battery, main
-from jax import lax  # noqa: E402
 
-
-def _normal(seed: int, shape: tuple) -> jax.Array:
-    return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
-
-
-def mlp(params, x):
-    for layer in params:
-        x = jax.nn.relu(x @ layer["w"] + layer["b"])
-    return x
-
-
-def mlp_args(layers: int = 8):
-    weights = [{"w": _normal(i, (256, 256)) * 0.05, "b": _normal(100 + i, (256,))} for i in range(layers)]
-    return weights, _normal(0, (32, 256))
-
-
-def cnn(params, x):
-    dims = ("NCHW", "OIHW", "NCHW")
-    y = jax.nn.relu(lax.conv_general_dilated(x, params["k1"], (1, 1), "SAME", dimension_numbers=dims))
-    y = jax.nn.relu(lax.conv_general_dilated(y, params["k2"], (2, 2), "SAME", dimension_numbers=dims))
-    return jnp.mean(y, axis=(2, 3)) @ params["head"]
-
-
-def cnn_args():
-    params = {"k1": _normal(1, (16, 3, 3, 3)), "k2": _normal(2, (32, 16, 3, 3)), "head": _normal(3, (32, 10))}
-    return params, _normal(4, (8, 3, 32, 32))
-
-
-def transformer(params, x):
-    for block in params:
-        q, k, v = x @ block["q"], x @ block["k"], x @ block["v"]
-        attention = jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / 8.0, axis=-1)
-        x = x + attention @ v @ block["o"]
-        x = x + jax.nn.gelu(x @ block["up"]) @ block["down"]
-    return x
-
-
-def transformer_args():
-    blocks = [
-        {
-            "q": _normal(10 * i, (64, 64)) * 0.1,
-            "k": _normal(10 * i + 1, (64, 64)) * 0.1,
-            "v": _normal(10 * i + 2, (64, 64)) * 0.1,
-            "o": _normal(10 * i + 3, (64, 64)) * 0.1,
-            "up": _normal(10 * i + 4, (64, 256)) * 0.1,
-            "down": _normal(10 * i + 5, (256, 64)) * 0.1,
-        }
-        for i in range(4)
-    ]
-    return blocks, _normal(5, (2, 32, 64))
-
-
-def chain(params, x, steps=500):
-    for _ in range(steps):
-        x = jax.nn.relu(x) + params["c"]
-    return x
-
-
-def chain_300(params, x):
-    """The issue's "300-op chain": 150 steps of two ops."""
-    return chain(params, x, steps=150)
-
-
-def chain_args():
-    return {"c": jnp.float32(1.0)}, _normal(6, (4,))
-
-
-def scan_rnn(params, xs):
-    def cell(h, x):
-        return jnp.tanh(h @ params["wh"] + x @ params["wx"]), None
-
-    return lax.scan(cell, jnp.zeros((4, 32)), xs)[0]
-
-
-def scan_args():
-    return {"wh": _normal(7, (32, 32)) * 0.1, "wx": _normal(8, (16, 32))}, _normal(9, (16, 4, 16))
+from conformance.models.jax import (  # noqa: E402
+    benchmark_cnn,
+    benchmark_cnn_args,
+    benchmark_mlp,
+    benchmark_mlp_args,
+    benchmark_scan_args,
+    benchmark_scan_rnn,
+    benchmark_transformer,
+    benchmark_transformer_args,
+    chain,
+    chain_300,
+    chain_args,
+)
 
 
 def functions():
     return [
-        ("mlp", mlp, mlp_args()),
-        ("mlp_20", mlp, mlp_args(layers=20)),
-        ("small_cnn", cnn, cnn_args()),
-        ("transformer", transformer, transformer_args()),
+        ("mlp", benchmark_mlp, benchmark_mlp_args()),
+        ("mlp_20", benchmark_mlp, benchmark_mlp_args(layers=20)),
+        ("small_cnn", benchmark_cnn, benchmark_cnn_args()),
+        ("transformer", benchmark_transformer, benchmark_transformer_args()),
         ("chain_300", chain_300, chain_args()),
         ("chain_1000", chain, chain_args()),
-        ("scan_rnn_16", scan_rnn, scan_args()),
+        ("scan_rnn_16", benchmark_scan_rnn, benchmark_scan_args()),
     ]
 
 

@@ -13,54 +13,17 @@ model the reference cannot trace prints as failed.
 
 from __future__ import annotations
 
+import checkout_root  # noqa: F401  (before the conformance import below: it puts the checkout on sys.path)
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from framework_comparison import Battery, main
 
+from conformance.models.mlx import BenchmarkAttention, BenchmarkCnn, BenchmarkMlp
+
 
 def _normal(seed, shape):
     return mx.array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 0.1)
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layers = [nn.Linear(128, 128) for _ in range(8)]
-        self.head = nn.Linear(128, 10)
-
-    def __call__(self, x):
-        for layer in self.layers:
-            x = nn.relu(layer(x))
-        return self.head(x)
-
-
-class SmallCnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
-        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.head = nn.Linear(16, 10)
-
-    def __call__(self, x):
-        x = self.pool(nn.relu(self.conv1(x)))
-        x = nn.relu(self.conv2(x)).mean(axis=(1, 2))
-        return self.head(x)
-
-
-class Attention(nn.Module):
-    def __init__(self, dim=32, blocks=2):
-        super().__init__()
-        self.qkv = [nn.Linear(dim, 3 * dim) for _ in range(blocks)]
-        self.out = [nn.Linear(dim, dim) for _ in range(blocks)]
-        self.norm = [nn.LayerNorm(dim) for _ in range(blocks)]
-
-    def __call__(self, x):
-        for qkv, out, norm in zip(self.qkv, self.out, self.norm):
-            q, k, v = mx.split(qkv(norm(x)), 3, axis=-1)
-            x = x + out(mx.softmax(q @ k.swapaxes(-1, -2) / 32**0.5, axis=-1) @ v)
-        return x
 
 
 def chain(x):
@@ -71,7 +34,7 @@ def chain(x):
 
 def functions():
     mx.random.seed(0)
-    models = [Mlp(), SmallCnn(), Attention()]
+    models = [BenchmarkMlp(), BenchmarkCnn(), BenchmarkAttention()]
     for model in models:
         mx.eval(model.parameters())
     return [

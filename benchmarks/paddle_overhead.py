@@ -11,54 +11,17 @@ side counts its own ops, and a model the reference cannot trace prints as failed
 
 from __future__ import annotations
 
+import checkout_root  # noqa: F401  (before the conformance import below: it puts the checkout on sys.path)
 import numpy as np
 import paddle  # noqa: E402  (Paddle first: it must not be imported after TensorFlow)
-import paddle.nn as nn  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 from framework_comparison import Battery, main
+
+from conformance.models.paddle import BenchmarkAttention, BenchmarkCnn, BenchmarkMlp
 
 
 def _normal(seed, shape):
     return paddle.to_tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 0.1)
-
-
-class Mlp(nn.Layer):
-    def __init__(self):
-        super().__init__()
-        self.layers = nn.LayerList([nn.Linear(128, 128) for _ in range(8)])
-        self.head = nn.Linear(128, 10)
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = F.relu(layer(x))
-        return self.head(x)
-
-
-class SmallCnn(nn.Layer):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2D(3, 8, 3, padding=1)
-        self.bn = nn.BatchNorm2D(8)
-        self.conv2 = nn.Conv2D(8, 16, 3, padding=1)
-        self.head = nn.Linear(16, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.bn(self.conv1(x))), 2)
-        x = F.relu(self.conv2(x)).mean(axis=[2, 3])
-        return self.head(x)
-
-
-class Attention(nn.Layer):
-    def __init__(self, dim=32, blocks=2):
-        super().__init__()
-        self.blocks = nn.LayerList(
-            [nn.TransformerEncoderLayer(dim, 4, 2 * dim, dropout=0.0) for _ in range(blocks)]
-        )
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = block(x)
-        return x
 
 
 def chain(x):
@@ -69,9 +32,9 @@ def chain(x):
 
 def functions():
     return [
-        ("mlp", Mlp().eval(), _normal(1, (4, 128))),
-        ("small_cnn", SmallCnn().eval(), _normal(2, (2, 3, 16, 16))),
-        ("attention", Attention().eval(), _normal(3, (2, 8, 32))),
+        ("mlp", BenchmarkMlp().eval(), _normal(1, (4, 128))),
+        ("small_cnn", BenchmarkCnn().eval(), _normal(2, (2, 3, 16, 16))),
+        ("attention", BenchmarkAttention().eval(), _normal(3, (2, 8, 32))),
         ("chain_200", chain, _normal(4, (64,))),
     ]
 

@@ -24,6 +24,8 @@ import tempfile
 import time
 from typing import List
 
+import checkout_root  # noqa: F401  (puts the checkout on sys.path for conformance.models)
+
 
 def resident_bytes() -> int:
     with open("/proc/self/statm") as statm:
@@ -33,15 +35,10 @@ def resident_bytes() -> int:
 def loop_model(steps: int):
     """``steps`` times ``relu`` then ``+ 1``: two ops a step (torch is imported here, so the parent
     process that only collects results never loads it)."""
-    import torch
+    # conformance.models.torch imports torch: lazy for the reason above.
+    from conformance.models.torch import Chain
 
-    class Loop(torch.nn.Module):
-        def forward(self, x):
-            for _ in range(steps):
-                x = torch.relu(x) + 1
-            return x
-
-    return Loop()
+    return Chain(2 * steps)
 
 
 def measure_one(ops: int, tlspec: str) -> dict:

@@ -25,8 +25,10 @@ import sys
 
 CASE = r"""
 import json, statistics, sys, time
+import checkout_root
 import torch, torch.nn as nn
 import torchlens as tl
+from conformance.models.torch import Gpt
 
 def peak():
     with open("/proc/self/status") as status:
@@ -37,39 +39,6 @@ def peak():
 def reset_peak():
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")
-
-class Block(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
-
-    def forward(self, x):
-        batch, length, dim = x.shape
-        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        split = lambda t: t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
-        q, k, v = split(q), split(k), split(v)
-        scores = (q @ k.transpose(-2, -1)) / (dim // self.heads) ** 0.5
-        mask = torch.ones(length, length, dtype=torch.bool).tril()
-        attention = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-        mixed = (attention @ v).transpose(1, 2).reshape(batch, length, dim)
-        x = x + self.proj(mixed)
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
-
-class Gpt(nn.Module):
-    def __init__(self, vocab=1000, dim=256, heads=4, blocks=4, length=128):
-        super().__init__()
-        self.embed, self.position = nn.Embedding(vocab, dim), nn.Embedding(length, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(blocks))
-        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
-
-    def forward(self, tokens):
-        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x))
 
 model_name, save_text, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.manual_seed(0)
@@ -152,7 +121,14 @@ CASES = {
 def run_case(model: str, save: str, repeats: int, *extra: str) -> dict:
     environment = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_NUM_THREADS="1")
     command = [sys.executable, "-c", CASE, model, save, str(repeats), *extra]
-    finished = subprocess.run(command, capture_output=True, text=True, env=environment)
+    # Run from this folder: the case imports checkout_root from it (``-c`` puts the cwd on sys.path).
+    finished = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+    )
     if finished.returncode != 0:
         raise SystemExit(f"{model} with save={save} failed:\n{finished.stderr}")
     return json.loads(finished.stdout.strip().splitlines()[-1])

@@ -11,9 +11,12 @@ side counts its own ops, and a model the reference cannot trace prints as failed
 
 from __future__ import annotations
 
+import checkout_root  # noqa: F401  (before the conformance import below: it puts the checkout on sys.path)
 import numpy as np
 import tensorflow as tf
 from framework_comparison import Battery, main
+
+from conformance.models.tf import benchmark_attention, benchmark_cnn, benchmark_mlp
 
 
 def _normal(seed, shape):
@@ -26,29 +29,7 @@ def _built(model, x):
 
 
 def functions():
-    import keras
-
-    mlp = keras.Sequential(
-        [keras.layers.Dense(128, activation="relu") for _ in range(8)] + [keras.layers.Dense(10)]
-    )
-    cnn = keras.Sequential(
-        [
-            keras.layers.Conv2D(8, 3, padding="same"),
-            keras.layers.BatchNormalization(),
-            keras.layers.ReLU(),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(10),
-        ]
-    )
-    inputs = keras.Input((8, 32))
-    hidden = inputs
-    for _ in range(2):
-        hidden = keras.layers.LayerNormalization()(
-            hidden + keras.layers.MultiHeadAttention(num_heads=4, key_dim=8)(hidden, hidden)
-        )
-    attention = keras.Model(inputs, hidden)
+    mlp, cnn, attention = benchmark_mlp(), benchmark_cnn(), benchmark_attention()
 
     def chain(x):
         for _ in range(200):

@@ -18,23 +18,16 @@ import subprocess
 import tempfile
 import time
 
+import checkout_root  # noqa: F401  (puts the checkout on sys.path for conformance.models)
+
 
 def write_large_trace(path: str, gigabytes: float) -> int:
     import torch
 
     import torchlens as tl
 
-    class Chain(torch.nn.Module):
-        """Alternating relu / add on a 1 MiB activation: one op per MiB saved."""
-
-        def __init__(self, steps: int) -> None:
-            super().__init__()
-            self.steps = steps
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            for step in range(self.steps):
-                x = torch.relu(x) if step % 2 == 0 else x + 1.0
-            return x
+    # conformance.models.torch imports torch: lazy like the torch import above.
+    from conformance.models.torch import Chain
 
     steps = int(gigabytes * 1024)
     trace = tl.trace(Chain(steps), torch.randn(256, 1024))

@@ -21,116 +21,11 @@ import json
 import time
 from typing import Tuple
 
+import checkout_root  # noqa: F401  (before the conformance import below: it puts the checkout on sys.path)
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from measurement import interleaved, measure_in_reference_python
 
-
-def mlp() -> nn.Module:
-    layers = []
-    for _ in range(8):
-        layers += [nn.Linear(256, 256), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(256, 10))
-
-
-class SmallCnn(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1),
-            nn.BatchNorm2d(16),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1),
-            nn.BatchNorm2d(32),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-        )
-        self.head = nn.Linear(32, 10)
-
-    def forward(self, x):
-        return self.head(torch.flatten(self.features(x), 1))
-
-
-class SmallTransformer(nn.Module):
-    def __init__(self, dim: int = 64, blocks: int = 4) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(1000, dim)
-        self.blocks = nn.ModuleList(
-            nn.TransformerEncoderLayer(dim, 4, 4 * dim, batch_first=True, dropout=0.0) for _ in range(blocks)
-        )
-        self.head = nn.Linear(dim, 1000)
-
-    def forward(self, tokens):
-        x = self.embed(tokens)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-class Chain(nn.Module):
-    """Five hundred small steps (1000 ops): per-op cost without the fixed cost of a trace."""
-
-    def forward(self, x):
-        for _ in range(500):
-            x = torch.relu(x) + 1
-        return x
-
-
-class DeepMlp(nn.Module):
-    """Fifty residual layers, four ops each (linear, relu, add, scale): 202 ops with input and
-    output, the issue's "deep 50-layer MLP chain"."""
-
-    def __init__(self, layers: int = 50, width: int = 64) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = (x + torch.relu(layer(x))) * 0.5
-        return x
-
-
-class Block(nn.Module):
-    """A pre-norm transformer block: fused QKV, scaled dot-product attention, a GELU MLP."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim)
-        self.up = nn.Linear(dim, 4 * dim)
-        self.down = nn.Linear(4 * dim, dim)
-
-    def forward(self, x):
-        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        x = x + self.proj(F.scaled_dot_product_attention(q, k, v))
-        return x + self.down(F.gelu(self.up(self.norm2(x))))
-
-
-class Transformer(nn.Module):
-    """Six blocks between an embedding and a vocabulary head (82 ops)."""
-
-    def __init__(self, blocks: int = 6, dim: int = 64, vocabulary: int = 1000) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocabulary, dim)
-        self.blocks = nn.ModuleList(Block(dim) for _ in range(blocks))
-        self.head = nn.Linear(dim, vocabulary)
-
-    def forward(self, tokens):
-        x = self.embed(tokens)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-class OneOp(nn.Module):
-    """One op: its trace minus its forward is what every trace costs before its ops."""
-
-    def forward(self, x):
-        return x + 1
+from conformance.models.torch import BenchmarkCnn, Chain, DeepMlp, OneOp, Transformer, relu_mlp_stack
 
 
 def models():
@@ -143,8 +38,8 @@ def models():
         ("resnet18", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 224, 224)),
         ("resnet18_b8", torchvision.models.resnet18(weights=None).eval(), torch.randn(8, 3, 224, 224)),
         ("fixed_cost", OneOp(), torch.randn(4)),
-        ("mlp", mlp().eval(), torch.randn(32, 256)),
-        ("small_cnn", SmallCnn().eval(), torch.randn(8, 3, 32, 32)),
+        ("mlp", relu_mlp_stack().eval(), torch.randn(32, 256)),
+        ("small_cnn", BenchmarkCnn().eval(), torch.randn(8, 3, 32, 32)),
         ("chain_1000_ops", Chain(), torch.randn(4)),
     ]
 

@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 from jax import lax
 
 from . import BackendModels, input_grads, standard_models
@@ -236,3 +237,164 @@ def battery():
         ("closure_constant", closure_constant, closure_args()),
         ("nested_jit", nested_jit, nested_jit_args()),
     ]
+
+
+# The module-root models: Equinox and Flax NNX module trees the module tests trace.
+
+
+class NnxMlp(nnx.Module):
+    """A Flax NNX MLP with a batch norm and a list of blocks (a module tree to attribute)."""
+
+    def __init__(self, rngs):
+        self.fc1 = nnx.Linear(3, 4, rngs=rngs)
+        self.norm = nnx.BatchNorm(4, rngs=rngs)
+        self.blocks = nnx.List([nnx.Linear(4, 4, rngs=rngs), nnx.Linear(4, 2, rngs=rngs)])
+
+    def __call__(self, x):
+        h = self.norm(self.fc1(x))
+        for block in self.blocks:
+            h = jax.nn.relu(block(h))
+        return h
+
+
+def nnx_mlp() -> NnxMlp:
+    """An :class:`NnxMlp` in eval mode."""
+    model = NnxMlp(nnx.Rngs(0))
+    model.eval()
+    return model
+
+
+class EqxConvAttention(eqx.Module):
+    """Equinox convolution, pool, layer norm and multi-head attention in one module tree."""
+
+    conv: eqx.nn.Conv2d
+    pool: eqx.nn.MaxPool2d
+    norm: eqx.nn.LayerNorm
+    attention: eqx.nn.MultiheadAttention
+    head: eqx.nn.Linear
+
+    def __init__(self):
+        keys = jax.random.split(jax.random.key(3), 3)
+        self.conv = eqx.nn.Conv2d(3, 4, 3, padding=1, key=keys[0])
+        self.pool = eqx.nn.MaxPool2d(2, 2)
+        self.norm = eqx.nn.LayerNorm(4)
+        self.attention = eqx.nn.MultiheadAttention(2, 4, key=keys[1])
+        self.head = eqx.nn.Linear(4, 2, key=keys[2])
+
+    def __call__(self, x):
+        sequence = self.pool(jax.nn.relu(self.conv(x))).reshape(4, -1).T
+        sequence = jax.vmap(self.norm)(sequence)
+        return jax.vmap(self.head)(self.attention(sequence, sequence, sequence))
+
+
+class NnxConvAttention(nnx.Module):
+    """Flax NNX convolution, multi-head attention and layer norm in one module tree."""
+
+    def __init__(self, rngs):
+        self.conv = nnx.Conv(3, 4, (3, 3), rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(num_heads=2, in_features=4, decode=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(4, rngs=rngs)
+
+    def __call__(self, x):
+        sequence = jax.nn.relu(self.conv(x)).reshape(1, -1, 4)
+        return self.norm(self.attention(sequence))
+
+
+class StatefulNet(eqx.Module):
+    """An Equinox model with state (a batch norm) and a keyed dropout."""
+
+    linear: eqx.nn.Linear
+    norm: eqx.nn.BatchNorm
+    dropout: eqx.nn.Dropout
+
+    def __init__(self, key):
+        self.linear = eqx.nn.Linear(3, 4, key=key)
+        self.norm = eqx.nn.BatchNorm(4, axis_name="batch", inference=True)
+        self.dropout = eqx.nn.Dropout(0.5)
+
+    def __call__(self, x, state, *, key=None):
+        h, state = self.norm(self.linear(x), state)
+        return self.dropout(h, key=key, inference=key is None), state
+
+
+# The benchmark models: the functions benchmarks/jax_overhead.py times, at the sizes
+# docs/performance.md publishes.
+
+
+def benchmark_mlp(params, x):
+    for layer in params:
+        x = jax.nn.relu(x @ layer["w"] + layer["b"])
+    return x
+
+
+def benchmark_mlp_args(layers: int = 8):
+    weights = [
+        {"w": _key_normal(i, (256, 256)) * 0.05, "b": _key_normal(100 + i, (256,))} for i in range(layers)
+    ]
+    return weights, _key_normal(0, (32, 256))
+
+
+def benchmark_cnn(params, x):
+    dims = ("NCHW", "OIHW", "NCHW")
+    y = jax.nn.relu(lax.conv_general_dilated(x, params["k1"], (1, 1), "SAME", dimension_numbers=dims))
+    y = jax.nn.relu(lax.conv_general_dilated(y, params["k2"], (2, 2), "SAME", dimension_numbers=dims))
+    return jnp.mean(y, axis=(2, 3)) @ params["head"]
+
+
+def benchmark_cnn_args():
+    params = {
+        "k1": _key_normal(1, (16, 3, 3, 3)),
+        "k2": _key_normal(2, (32, 16, 3, 3)),
+        "head": _key_normal(3, (32, 10)),
+    }
+    return params, _key_normal(4, (8, 3, 32, 32))
+
+
+def benchmark_transformer(params, x):
+    for block in params:
+        q, k, v = x @ block["q"], x @ block["k"], x @ block["v"]
+        attention = jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / 8.0, axis=-1)
+        x = x + attention @ v @ block["o"]
+        x = x + jax.nn.gelu(x @ block["up"]) @ block["down"]
+    return x
+
+
+def benchmark_transformer_args():
+    blocks = [
+        {
+            "q": _key_normal(10 * i, (64, 64)) * 0.1,
+            "k": _key_normal(10 * i + 1, (64, 64)) * 0.1,
+            "v": _key_normal(10 * i + 2, (64, 64)) * 0.1,
+            "o": _key_normal(10 * i + 3, (64, 64)) * 0.1,
+            "up": _key_normal(10 * i + 4, (64, 256)) * 0.1,
+            "down": _key_normal(10 * i + 5, (256, 64)) * 0.1,
+        }
+        for i in range(4)
+    ]
+    return blocks, _key_normal(5, (2, 32, 64))
+
+
+def chain(params, x, steps=500):
+    for _ in range(steps):
+        x = jax.nn.relu(x) + params["c"]
+    return x
+
+
+def chain_300(params, x):
+    """The issue's "300-op chain": 150 steps of two ops."""
+    return chain(params, x, steps=150)
+
+
+def chain_args():
+    return {"c": jnp.float32(1.0)}, _key_normal(6, (4,))
+
+
+def benchmark_scan_rnn(params, xs):
+    def cell(h, x):
+        return jnp.tanh(h @ params["wh"] + x @ params["wx"]), None
+
+    return lax.scan(cell, jnp.zeros((4, 32)), xs)[0]
+
+
+def benchmark_scan_args():
+    return {"wh": _key_normal(7, (32, 32)) * 0.1, "wx": _key_normal(8, (16, 32))}, _key_normal(9, (16, 4, 16))

@@ -164,3 +164,53 @@ def battery() -> Dict[str, Tuple[Any, tuple]]:
         "shared": (SharedLayers(), (mx.random.normal((2, 4)),)),
         "constant": (with_constant, (mx.random.normal((2, 4)),)),
     }
+
+
+# The benchmark models: the workloads benchmarks/mlx_overhead.py times, at the sizes
+# docs/performance.md publishes.
+
+
+class BenchmarkMlp(nn.Module):
+    """Eight 128-wide linear layers with ReLUs, then a 10-way head."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = [nn.Linear(128, 128) for _ in range(8)]
+        self.head = nn.Linear(128, 10)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = nn.relu(layer(x))
+        return self.head(x)
+
+
+class BenchmarkCnn(nn.Module):
+    """Two convolutions (ReLU, max pool between), averaged, then a 10-way head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.head = nn.Linear(16, 10)
+
+    def __call__(self, x):
+        x = self.pool(nn.relu(self.conv1(x)))
+        x = nn.relu(self.conv2(x)).mean(axis=(1, 2))
+        return self.head(x)
+
+
+class BenchmarkAttention(nn.Module):
+    """Stacked attention blocks of width ``dim``."""
+
+    def __init__(self, dim=32, blocks=2):
+        super().__init__()
+        self.qkv = [nn.Linear(dim, 3 * dim) for _ in range(blocks)]
+        self.out = [nn.Linear(dim, dim) for _ in range(blocks)]
+        self.norm = [nn.LayerNorm(dim) for _ in range(blocks)]
+
+    def __call__(self, x):
+        for qkv, out, norm in zip(self.qkv, self.out, self.norm):
+            q, k, v = mx.split(qkv(norm(x)), 3, axis=-1)
+            x = x + out(mx.softmax(q @ k.swapaxes(-1, -2) / 32**0.5, axis=-1) @ v)
+        return x

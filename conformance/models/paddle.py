@@ -177,6 +177,19 @@ class DropoutTraining(nn.Layer):
         return self.drop(self.fc(x))
 
 
+class Counting(nn.Layer):
+    """Counts its forward calls, to show a refusal came before the model ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return F.relu(self.fc(x))
+
+
 def battery() -> List[Tuple[str, Any, paddle.Tensor]]:
     """The models that trace: ``(name, model in eval mode, input)``."""
     constant = paddle.to_tensor(np.linspace(-1, 1, 6).astype("float32"))
@@ -189,3 +202,52 @@ def battery() -> List[Tuple[str, Any, paddle.Tensor]]:
         ("shared", _fixed(Shared()), _input(2, 6)),
         ("constant", _fixed(WithConstant(constant)), _input(2, 6)),
     ]
+
+
+# The benchmark models: the workloads benchmarks/paddle_overhead.py times, at the sizes
+# docs/performance.md publishes.
+
+
+class BenchmarkMlp(nn.Layer):
+    """Eight 128-wide linear layers with ReLUs, then a 10-way head."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.LayerList([nn.Linear(128, 128) for _ in range(8)])
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = F.relu(layer(x))
+        return self.head(x)
+
+
+class BenchmarkCnn(nn.Layer):
+    """Two convolutions (ReLU, max pool between), averaged, then a 10-way head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2D(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2D(8)
+        self.conv2 = nn.Conv2D(8, 16, 3, padding=1)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv1(x))), 2)
+        x = F.relu(self.conv2(x)).mean(axis=[2, 3])
+        return self.head(x)
+
+
+class BenchmarkAttention(nn.Layer):
+    """Stacked attention blocks of width ``dim``."""
+
+    def __init__(self, dim=32, blocks=2):
+        super().__init__()
+        self.blocks = nn.LayerList(
+            [nn.TransformerEncoderLayer(dim, 4, 2 * dim, dropout=0.0) for _ in range(blocks)]
+        )
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x

@@ -219,3 +219,40 @@ BUILDERS = [
     ("module", module),
     ("closure", closure),
 ]
+
+
+# The benchmark models: the Keras models benchmarks/tf_overhead.py times, at the sizes
+# docs/performance.md publishes.
+
+
+def benchmark_mlp() -> keras.Model:
+    """Eight 128-wide ReLU dense layers, then a 10-way head."""
+    return keras.Sequential(
+        [keras.layers.Dense(128, activation="relu") for _ in range(8)] + [keras.layers.Dense(10)]
+    )
+
+
+def benchmark_cnn() -> keras.Model:
+    """Two convolutions (batch norm, ReLU and a max pool between), pooled, then a 10-way head."""
+    return keras.Sequential(
+        [
+            keras.layers.Conv2D(8, 3, padding="same"),
+            keras.layers.BatchNormalization(),
+            keras.layers.ReLU(),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(10),
+        ]
+    )
+
+
+def benchmark_attention() -> keras.Model:
+    """Two post-norm self-attention blocks (four heads) on (8, 32) sequences, a functional model."""
+    inputs = keras.Input((8, 32))
+    hidden = inputs
+    for _ in range(2):
+        hidden = keras.layers.LayerNormalization()(
+            hidden + keras.layers.MultiHeadAttention(num_heads=4, key_dim=8)(hidden, hidden)
+        )
+    return keras.Model(inputs, hidden)

@@ -206,3 +206,49 @@ class TinyMlp:
 
     def __call__(self, x):
         return self.fc(x).relu()
+
+
+# The benchmark models: the workloads benchmarks/tinygrad_overhead.py times, at the sizes
+# docs/performance.md publishes.
+
+
+class BenchmarkMlp:
+    """Eight 128-wide linear layers with ReLUs, then a 10-way head."""
+
+    def __init__(self):
+        self.layers = [nn.Linear(128, 128) for _ in range(8)]
+        self.head = nn.Linear(128, 10)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x).relu()
+        return self.head(x)
+
+
+class BenchmarkCnn:
+    """Two convolutions (ReLU, max pool between), averaged, then a 10-way head."""
+
+    def __init__(self):
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.head = nn.Linear(16, 10)
+
+    def __call__(self, x):
+        x = self.conv1(x).relu().max_pool2d(2)
+        x = self.conv2(x).relu().mean(axis=(2, 3))
+        return self.head(x)
+
+
+class BenchmarkAttention:
+    """Stacked attention blocks of width ``dim``."""
+
+    def __init__(self, dim=32, blocks=2):
+        self.blocks = [
+            (nn.Linear(dim, 3 * dim), nn.Linear(dim, dim), nn.LayerNorm(dim)) for _ in range(blocks)
+        ]
+
+    def __call__(self, x):
+        for qkv, out, norm in self.blocks:
+            q, k, v = qkv(norm(x)).chunk(3, dim=-1)
+            x = x + out((q @ k.transpose(-1, -2) / 32**0.5).softmax(-1) @ v)
+        return x

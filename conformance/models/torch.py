@@ -3,6 +3,7 @@ battery of small models the torch tests and benchmarks trace (:func:`battery`)."
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -28,16 +29,22 @@ def _input(seed: int, *shape: int) -> torch.Tensor:
 
 class Mlp(nn.Module):
     """Two linear layers around a ReLU module. The standard model is ``Mlp(3, 4, 2)``; the
-    battery's (the defaults) is wider."""
+    battery's (the defaults) is wider; ``out`` (a module class) adds an output activation
+    module, which the backward tests need as one more leaf with a gradient."""
 
-    def __init__(self, features: int = 8, hidden: int = 16, classes: int = 4) -> None:
+    def __init__(
+        self, features: int = 8, hidden: int = 16, classes: int = 4, out: type[nn.Module] | None = None
+    ) -> None:
         super().__init__()
         self.fc1 = nn.Linear(features, hidden)
         self.act = nn.ReLU()
         self.fc2 = nn.Linear(hidden, classes)
+        if out is not None:
+            self.out = out()
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        y = self.fc2(self.act(self.fc1(x)))
+        return self.out(y) if hasattr(self, "out") else y
 
 
 class Cnn(nn.Module):
@@ -63,12 +70,81 @@ class Attention(nn.Module):
 
 
 class Shared(nn.Module):
-    def __init__(self) -> None:
+    """One linear layer (``block``) called twice. The standard model is the default: a functional
+    ReLU between the calls. ``act`` (a module class) puts an activation module there instead;
+    ``classes`` adds that activation again and a ``head`` after the second call."""
+
+    def __init__(
+        self, features: int = 4, act: type[nn.Module] | None = None, classes: int | None = None
+    ) -> None:
         super().__init__()
-        self.block = nn.Linear(4, 4)
+        self.block = nn.Linear(features, features)
+        if act is not None:
+            self.act = act()
+        if classes is not None:
+            self.head = nn.Linear(features, classes)
 
     def forward(self, x):
-        return self.block(torch.relu(self.block(x)))
+        act = self.act if hasattr(self, "act") else torch.relu
+        x = self.block(act(self.block(x)))
+        return self.head(act(x)) if hasattr(self, "head") else x
+
+
+class ProjectedAttention(nn.Module):
+    """Self-attention with separate query, key and value layers, a softmax module and an output
+    projection; by default a residual add and a LayerNorm close it."""
+
+    def __init__(self, dim: int = 8, residual_norm: bool = True) -> None:
+        super().__init__()
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.softmax = nn.Softmax(dim=-1)
+        self.proj = nn.Linear(dim, dim)
+        if residual_norm:
+            self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).transpose(-2, -1) / math.sqrt(x.shape[-1])
+        attended = self.proj(self.softmax(scores) @ self.v(x))
+        return self.norm(x + attended) if hasattr(self, "norm") else attended
+
+
+class PooledCnn(nn.Module):
+    """Two convolutions with ReLU modules, a max pool and a flattened linear head: every step a
+    leaf module (the backward tests compare one gradient per leaf module call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.act1 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(4, 6, 3)
+        self.act2 = nn.ReLU()
+        self.flat = nn.Flatten()
+        self.head = nn.Linear(6 * 2 * 2, 3)
+
+    def forward(self, x):
+        x = self.pool(self.act1(self.conv1(x)))
+        return self.head(self.flat(self.act2(self.conv2(x))))
+
+
+class Recurrent(nn.Module):
+    """An LSTM read at its last step, then a linear head; ``add_final_hidden`` adds the final
+    hidden state to that last output first."""
+
+    def __init__(
+        self, features: int = 5, hidden: int = 7, classes: int = 3, add_final_hidden: bool = False
+    ) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+        self.add_final_hidden = add_final_hidden
+
+    def forward(self, x):
+        sequence, (hidden, _cell) = self.lstm(x)
+        last = sequence[:, -1] + hidden[-1] if self.add_final_hidden else sequence[:, -1]
+        return self.head(last)
 
 
 def _build(cls: type, seed: int, shape: tuple) -> Any:
@@ -216,6 +292,26 @@ class Raises(nn.Module):
         raise RuntimeError("boom inside forward")
 
 
+class Counting(nn.Module):
+    """Counts its forward calls, to show a refusal came before the model ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x)
+
+
+class SumRows(nn.Module):
+    """A ReLU summed to one number: a model whose output is a scalar, whatever the batch."""
+
+    def forward(self, x):
+        return torch.relu(x).sum()
+
+
 def battery():
     """(name, model, input) for every model of the battery, deterministic weights."""
     torch.manual_seed(0)
@@ -231,3 +327,145 @@ def battery():
         ("reads_global", ReadsGlobal().eval(), torch.randn(2, 4)),
         ("in_place", InPlace().eval(), torch.randn(2, 4)),
     ]
+
+
+# The benchmark models: the workloads the torch benchmarks (torch_overhead.py and those that reuse
+# its workloads, scale.py, tlspec_cli.py, selective_memory.py) time, at the sizes
+# docs/performance.md publishes.
+
+
+def relu_mlp_stack() -> nn.Module:
+    """Eight 256-wide linear layers with ReLUs, then a 10-way head (a Sequential)."""
+    layers = []
+    for _ in range(8):
+        layers += [nn.Linear(256, 256), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(256, 10))
+
+
+class BenchmarkCnn(nn.Module):
+    """Two convolutions with batch norm in a ``features`` Sequential, then a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+class Chain(nn.Module):
+    """``ops`` small ops, relu and add in turn (1000 by default): per-op cost without the fixed
+    cost of a trace; on a 1 MiB activation, one op per MiB saved."""
+
+    def __init__(self, ops: int = 1000) -> None:
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        for step in range(self.ops):
+            x = torch.relu(x) if step % 2 == 0 else x + 1
+        return x
+
+
+class DeepMlp(nn.Module):
+    """Fifty residual layers, four ops each (linear, relu, add, scale): 202 ops with input and
+    output, the issue's "deep 50-layer MLP chain"."""
+
+    def __init__(self, layers: int = 50, width: int = 64) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = (x + torch.relu(layer(x))) * 0.5
+        return x
+
+
+class PreNormBlock(nn.Module):
+    """A pre-norm transformer block: fused QKV, scaled dot-product attention, a GELU MLP."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class Transformer(nn.Module):
+    """Six blocks between an embedding and a vocabulary head (82 ops)."""
+
+    def __init__(self, blocks: int = 6, dim: int = 64, vocabulary: int = 1000) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, dim)
+        self.blocks = nn.ModuleList(PreNormBlock(dim) for _ in range(blocks))
+        self.head = nn.Linear(dim, vocabulary)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class OneOp(nn.Module):
+    """One op: its trace minus its forward is what every trace costs before its ops."""
+
+    def forward(self, x):
+        return x + 1
+
+
+class CausalBlock(nn.Module):
+    """A pre-norm GPT block: fused QKV split into heads, causal mask, a GELU MLP."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        batch, length, dim = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (dim // self.heads) ** 0.5
+        mask = torch.ones(length, length, dtype=torch.bool).tril()
+        attention = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        mixed = (attention @ v).transpose(1, 2).reshape(batch, length, dim)
+        x = x + self.proj(mixed)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class Gpt(nn.Module):
+    """A small GPT: token and position embeddings, causal blocks, a vocabulary head
+    (benchmarks/selective_memory.py)."""
+
+    def __init__(self, vocab=1000, dim=256, heads=4, blocks=4, length=128):
+        super().__init__()
+        self.embed, self.position = nn.Embedding(vocab, dim), nn.Embedding(length, dim)
+        self.blocks = nn.ModuleList(CausalBlock(dim, heads) for _ in range(blocks))
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))

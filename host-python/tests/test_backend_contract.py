@@ -14,26 +14,13 @@ from cleanup_checks import nothing_installed
 from test_jax_refusals import JAX_TRIGGERS
 
 import torchlens as tl
-from conformance.models.torch import battery
+from conformance.models.torch import Counting, battery
 from torchlens.backends import BackendProtocol, BackendSpec, FrameworkRequirement, gate, get_spec
 from torchlens.errors import BackendCapabilityConformanceError, BackendUnsupportedError
 from torchlens.options import CaptureOptions
 
 BUILT_OWNERS = {"registry", "torch", "jax"}
 UNBUILT_OWNERS = {"tf", "mlx", "paddle", "tinygrad", "preview"}
-
-
-class CountingModel(torch.nn.Module):
-    """Counts forward calls, to show a refusal came before the model ran."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = torch.nn.Linear(3, 3)
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        return self.fc(x)
 
 
 def _ambiguous():
@@ -47,14 +34,14 @@ def _ambiguous():
     )
     tl.backends.register_backend(twin)
     try:
-        model, x = CountingModel(), torch.randn(1, 3)
+        model, x = Counting(), torch.randn(1, 3)
         tl.trace(model, x)
     finally:
         tl.backends.unregister_backend("torch_twin")
 
 
 def _foreign():
-    model, x = CountingModel(), torch.randn(1, 3)
+    model, x = Counting(), torch.randn(1, 3)
     tl.trace(model, x, backend="tf")
 
 
@@ -120,7 +107,7 @@ def _registered_not_built_backend():
 @pytest.mark.usefixtures("_registered_not_built_backend")
 @pytest.mark.parametrize("code", sorted(TRIGGERS))
 def test_each_refusal_fires_before_side_effects(code):
-    model, x = CountingModel(), torch.randn(1, 3)
+    model, x = Counting(), torch.randn(1, 3)
     with pytest.raises(BackendUnsupportedError) as caught:
         TRIGGERS[code](model, x)
     assert caught.value.code == code
@@ -248,13 +235,13 @@ def test_a_true_flag_without_implementation_fails_registration_and_the_gate():
 @pytest.mark.usefixtures("_registered_not_built_backend")
 def test_a_missing_framework_names_its_install_extra():
     with pytest.raises(BackendUnsupportedError) as caught:
-        tl.trace(CountingModel(), torch.randn(1, 3), backend="absent-framework")
+        tl.trace(Counting(), torch.randn(1, 3), backend="absent-framework")
     assert caught.value.code == "framework_not_installed"
     assert "torchlens[absent]" in caught.value.remedy
 
 
 def test_routing():
-    model, x = CountingModel(), torch.randn(1, 3)
+    model, x = Counting(), torch.randn(1, 3)
     assert tl.backends.resolve(model, x, None).name == "torch"
     assert tl.backends.resolve(lambda t: t * 2, x, None).name == "torch"
     assert tl.backends.resolve(model, x, "pytorch").name == "torch"
@@ -268,7 +255,7 @@ def test_routing():
 def test_the_torch_protocol_has_every_part():
     protocol = get_spec("torch").protocol()
     assert isinstance(protocol, BackendProtocol)
-    model, x = CountingModel(), torch.randn(1, 3)
+    model, x = Counting(), torch.randn(1, 3)
     reference = protocol.reference_output(model, (x,), {})
     assert torch.equal(reference, model(x))
     copy = protocol.host_copy(reference)

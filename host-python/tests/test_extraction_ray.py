@@ -16,6 +16,7 @@ import torchvision
 from safetensors.numpy import load_file
 
 import torchlens as tl
+from conformance.models.torch import SumRows
 from torchlens.errors import ExtractionError
 
 pytestmark = [pytest.mark.ray, pytest.mark.torch]
@@ -121,11 +122,6 @@ def test_a_ray_dataset_as_data_numbers_rows_like_an_array(cluster, local_run, tm
     )
     assert ex.index["shards"] == local_run.index["shards"]
     assert payloads(ex.path, ex.index) == payloads(local_run.path, local_run.index)
-
-
-class SumRows(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x).sum()
 
 
 def test_an_actors_refusal_reaches_the_driver_with_its_code(cluster, tmp_path):

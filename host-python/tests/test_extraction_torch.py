@@ -212,6 +212,8 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
 
 
 class SumRows(torch.nn.Module):
+    # Defined here, not taken from conformance.models: a test below expects this module's name in
+    # the description of a SumRows object.
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x).sum()
 

@@ -12,6 +12,7 @@ import pytest
 from flax import nnx
 
 import torchlens as tl
+from conformance.models.jax import EqxConvAttention, NnxConvAttention, StatefulNet, nnx_mlp
 from torchlens.options import CaptureOptions
 
 pytestmark = pytest.mark.jax
@@ -19,25 +20,6 @@ pytestmark = pytest.mark.jax
 
 def eqx_mlp():
     return eqx.nn.MLP(3, 2, 4, 2, key=jax.random.key(0))
-
-
-class NnxMlp(nnx.Module):
-    def __init__(self, rngs):
-        self.fc1 = nnx.Linear(3, 4, rngs=rngs)
-        self.norm = nnx.BatchNorm(4, rngs=rngs)
-        self.blocks = nnx.List([nnx.Linear(4, 4, rngs=rngs), nnx.Linear(4, 2, rngs=rngs)])
-
-    def __call__(self, x):
-        h = self.norm(self.fc1(x))
-        for block in self.blocks:
-            h = jax.nn.relu(block(h))
-        return h
-
-
-def nnx_mlp():
-    model = NnxMlp(nnx.Rngs(0))
-    model.eval()
-    return model
 
 
 def test_an_equinox_mlp_is_attributed_by_module():
@@ -240,38 +222,6 @@ def test_nnx_dropout_in_training_mode_refuses_as_random_numbers_in_the_graph():
     assert tl.trace(model, jnp.ones((2, 3)), backend="jax").validate_forward_pass([]) is True
 
 
-class EqxConvAttention(eqx.Module):
-    conv: eqx.nn.Conv2d
-    pool: eqx.nn.MaxPool2d
-    norm: eqx.nn.LayerNorm
-    attention: eqx.nn.MultiheadAttention
-    head: eqx.nn.Linear
-
-    def __init__(self):
-        keys = jax.random.split(jax.random.key(3), 3)
-        self.conv = eqx.nn.Conv2d(3, 4, 3, padding=1, key=keys[0])
-        self.pool = eqx.nn.MaxPool2d(2, 2)
-        self.norm = eqx.nn.LayerNorm(4)
-        self.attention = eqx.nn.MultiheadAttention(2, 4, key=keys[1])
-        self.head = eqx.nn.Linear(4, 2, key=keys[2])
-
-    def __call__(self, x):
-        sequence = self.pool(jax.nn.relu(self.conv(x))).reshape(4, -1).T
-        sequence = jax.vmap(self.norm)(sequence)
-        return jax.vmap(self.head)(self.attention(sequence, sequence, sequence))
-
-
-class NnxConvAttention(nnx.Module):
-    def __init__(self, rngs):
-        self.conv = nnx.Conv(3, 4, (3, 3), rngs=rngs)
-        self.attention = nnx.MultiHeadAttention(num_heads=2, in_features=4, decode=False, rngs=rngs)
-        self.norm = nnx.LayerNorm(4, rngs=rngs)
-
-    def __call__(self, x):
-        sequence = jax.nn.relu(self.conv(x)).reshape(1, -1, 4)
-        return self.norm(self.attention(sequence))
-
-
 @pytest.mark.parametrize(
     "model,x",
     [
@@ -289,21 +239,6 @@ def test_convolution_and_attention_modules_capture_and_validate(model, x):
     assert attention and all(
         trace.modules[address].num_calls >= 1 for address in attention if "drop" not in address
     )
-
-
-class StatefulNet(eqx.Module):
-    linear: eqx.nn.Linear
-    norm: eqx.nn.BatchNorm
-    dropout: eqx.nn.Dropout
-
-    def __init__(self, key):
-        self.linear = eqx.nn.Linear(3, 4, key=key)
-        self.norm = eqx.nn.BatchNorm(4, axis_name="batch", inference=True)
-        self.dropout = eqx.nn.Dropout(0.5)
-
-    def __call__(self, x, state, *, key=None):
-        h, state = self.norm(self.linear(x), state)
-        return self.dropout(h, key=key, inference=key is None), state
 
 
 def test_equinox_state_and_a_keyed_dropout_capture_and_validate():

@@ -14,7 +14,7 @@ import paddle.nn as nn  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 
 import torchlens as tl  # noqa: E402
-from conformance.models.paddle import Residual, _fixed, _input  # noqa: E402
+from conformance.models.paddle import Counting, Residual, _fixed, _input  # noqa: E402
 from torchlens.adapter_kit.session import open_session_count  # noqa: E402
 from torchlens.errors import BackendUnsupportedError  # noqa: E402
 from torchlens.options import CaptureOptions  # noqa: E402
@@ -197,20 +197,10 @@ REFUSED = {
 
 @pytest.mark.parametrize("code", sorted(REFUSED))
 def test_unsupported_edit_requests_refuse_before_the_model_runs(code):
-    calls = []
-
-    class Counting(nn.Layer):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(3, 2)
-
-        def forward(self, x):
-            calls.append(1)
-            return F.relu(self.fc(x))
-
+    model = Counting()
     with pytest.raises(BackendUnsupportedError) as caught:
-        REFUSED[code](Counting(), paddle.ones([1, 3]))
-    assert caught.value.code == code and caught.value.remedy and not calls
+        REFUSED[code](model, paddle.ones([1, 3]))
+    assert caught.value.code == code and caught.value.remedy and model.calls == 0
     assert open_session_count() == 0
 
 

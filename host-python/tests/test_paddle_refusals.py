@@ -9,27 +9,15 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
-import paddle.nn as nn  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 
 import torchlens as tl  # noqa: E402
-from conformance.models.paddle import Cnn, DropoutTraining, InPlace  # noqa: E402
+from conformance.models.paddle import Cnn, Counting, DropoutTraining, InPlace  # noqa: E402
 from torchlens.adapter_kit.session import open_session_count  # noqa: E402
 from torchlens.errors import BackendUnsupportedError  # noqa: E402
 from torchlens.options import CaptureOptions  # noqa: E402
 
 pytestmark = pytest.mark.paddle
-
-
-class Model(nn.Layer):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(3, 2)
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        return F.relu(self.fc(x))
 
 
 def _x():
@@ -127,7 +115,7 @@ TRIGGERED_ELSEWHERE = {
     ),
 }
 
-#: Capability and option refusals at the door, each with a Model() whose calls must stay 0.
+#: Capability and option refusals at the door, each with a Counting() whose calls must stay 0.
 DOOR_TRIGGERS = {
     "value_dependent_save_unsupported": lambda m: tl.trace(m, _x(), save=tl.where(lambda op: True)),
     "followed_by_unsupported": lambda m: tl.trace(
@@ -195,7 +183,7 @@ def test_a_refused_write_leaves_the_tensors_untouched():
 
 @pytest.mark.parametrize("code", sorted(DOOR_TRIGGERS))
 def test_each_door_refusal_fires_before_the_model_runs(code):
-    model = Model()
+    model = Counting()
     with pytest.raises(BackendUnsupportedError) as caught:
         DOOR_TRIGGERS[code](model)
     assert caught.value.code == code and caught.value.remedy
@@ -205,7 +193,7 @@ def test_each_door_refusal_fires_before_the_model_runs(code):
 
 
 def test_editing_a_finished_trace_refuses_and_names_the_framework():
-    trace = tl.trace(Model(), _x(), backend="paddle")
+    trace = tl.trace(Counting(), _x(), backend="paddle")
     with pytest.raises(BackendUnsupportedError) as caught:
         trace.fork()
     assert caught.value.code == "capability_unsupported" and caught.value.framework == "paddle"
@@ -237,7 +225,7 @@ def test_object_module_on_a_plain_function_refuses_before_it_runs():
 
 
 def test_foreign_grad_options_refuse_before_the_model_runs():
-    model = Model()
+    model = Counting()
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(model, _x(), backend="paddle", capture=CaptureOptions(grad_options=object()))
     assert caught.value.code == "option_unsupported" and model.calls == 0

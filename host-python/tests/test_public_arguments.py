@@ -16,21 +16,12 @@ import torch
 from torch import nn
 
 import torchlens as tl
+from conformance.models.torch import Mlp
 from torchlens.errors import ArgumentError, FileAccessError, TorchLensError
 
 pytestmark = pytest.mark.torch
 
 HERE = os.path.abspath(__file__)
-
-
-class _Model(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(3, 4)
-        self.out = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.out(torch.relu(self.fc(x)))
 
 
 class _NotAModel:
@@ -57,7 +48,7 @@ WRONG_KINDS = {
 def world(tmp_path_factory):
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("walk")
-    model = _Model()
+    model = Mlp(3, 4, 2)
     x = torch.randn(2, 3)
     trace = tl.trace(model, x)
     trace.save(str(folder / "ok.tlspec"))
@@ -90,8 +81,8 @@ def _public_calls(folder, model, x, trace):
         "func": (tl.func, ("relu",), {}),
         "label": (tl.label, ("relu_1_2",), {}),
         "label_contains": (tl.label_contains, ("relu",), {}),
-        "module": (tl.module, ("fc",), {}),
-        "in_module": (tl.in_module, ("fc",), {}),
+        "module": (tl.module, ("fc1",), {}),
+        "in_module": (tl.in_module, ("fc1",), {}),
         "followed_by": (tl.followed_by, (tl.func("linear"), relu), {}),
         "preceded_by": (tl.preceded_by, (relu, tl.func("linear")), {}),
         "downstream_of": (tl.downstream_of, (tl.func("linear"),), {}),

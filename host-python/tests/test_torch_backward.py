@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 import gc
-import math
 import re
 import weakref
+from functools import partial
 from typing import Dict, List
 
 import pytest
@@ -17,74 +17,25 @@ import torch
 import torch.nn as nn
 
 import torchlens as tl
-from conformance.models.torch import Residual
+from conformance.models.torch import Mlp, PooledCnn, ProjectedAttention, Residual, Shared
 from torchlens.errors import BackendUnsupportedError, NotFoundError, SelectorMatchedNothingWarning
 from torchlens.options import CaptureOptions
 
 pytestmark = pytest.mark.torch
 
 
-class Mlp(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(6, 8)
-        self.act = nn.ReLU()
-        self.fc2 = nn.Linear(8, 5)
-        self.out = nn.Tanh()
-
-    def forward(self, x):
-        return self.out(self.fc2(self.act(self.fc1(x))))
-
-
-class Cnn(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
-        self.act1 = nn.ReLU()
-        self.pool = nn.MaxPool2d(2)
-        self.conv2 = nn.Conv2d(4, 6, 3)
-        self.act2 = nn.ReLU()
-        self.flat = nn.Flatten()
-        self.head = nn.Linear(6 * 2 * 2, 3)
-
-    def forward(self, x):
-        x = self.pool(self.act1(self.conv1(x)))
-        return self.head(self.flat(self.act2(self.conv2(x))))
-
-
-class Attention(nn.Module):
-    def __init__(self, dim: int = 8) -> None:
-        super().__init__()
-        self.q = nn.Linear(dim, dim)
-        self.k = nn.Linear(dim, dim)
-        self.v = nn.Linear(dim, dim)
-        self.softmax = nn.Softmax(dim=-1)
-        self.proj = nn.Linear(dim, dim)
-        self.norm = nn.LayerNorm(dim)
-
-    def forward(self, x):
-        scores = self.q(x) @ self.k(x).transpose(-2, -1) / math.sqrt(x.shape[-1])
-        return self.norm(x + self.proj(self.softmax(scores) @ self.v(x)))
-
-
-class Shared(nn.Module):
-    """One linear layer called twice on the way through."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.block = nn.Linear(5, 5)
-        self.act = nn.GELU()
-
-    def forward(self, x):
-        return self.block(self.act(self.block(x)))
+#: The backward tests' models: one more output activation module on the Mlp, a GELU module
+#: between the Shared block's two calls (a leaf with one gradient per call).
+TanhMlp = partial(Mlp, 6, 8, 5, nn.Tanh)
+GeluShared = partial(Shared, 5, nn.GELU)
 
 
 BATTERY = [
-    ("mlp", Mlp, (3, 6)),
-    ("cnn", Cnn, (2, 3, 8, 8)),
+    ("mlp", TanhMlp, (3, 6)),
+    ("cnn", PooledCnn, (2, 3, 8, 8)),
     ("residual", Residual, (2, 4, 5, 5)),
-    ("attention", Attention, (2, 4, 8)),
-    ("shared", Shared, (3, 5)),
+    ("attention", ProjectedAttention, (2, 4, 8)),
+    ("shared", GeluShared, (3, 5)),
 ]
 
 
@@ -147,7 +98,7 @@ def test_op_grads_equal_hand_written_hooks(name, build, shape):
 
 
 @pytest.mark.parametrize(
-    "build, shape, address", [(Residual, (2, 4, 5, 5), "relu"), (Shared, (3, 5), "block")]
+    "build, shape, address", [(Residual, (2, 4, 5, 5), "relu"), (GeluShared, (3, 5), "block")]
 )
 def test_a_module_called_twice_has_one_gradient_per_call(build, shape, address):
     model, twin, x = _pair(build, shape)
@@ -163,7 +114,7 @@ def test_a_module_called_twice_has_one_gradient_per_call(build, shape, address):
 
 
 def test_a_selector_saves_only_the_ops_it_matches():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, capture=CaptureOptions(save_grads=tl.func("relu") | tl.func("tanh")))
     _loss(trace.output).backward()
     assert [op.func_name for op in trace.saved_grad_ops] == ["relu", "tanh"]
@@ -172,7 +123,7 @@ def test_a_selector_saves_only_the_ops_it_matches():
 
 
 def test_gradients_of_an_input_that_requires_grad():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     x.requires_grad_(True)
     trace = tl.trace(model, x, save_grads=True)
     _loss(trace.output).backward()
@@ -181,7 +132,7 @@ def test_gradients_of_an_input_that_requires_grad():
 
 
 def test_each_backward_pass_adds_a_gradient():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, save_grads=True)
     _loss(trace.output).backward(retain_graph=True)
     (2 * trace.output.sum()).backward()
@@ -194,7 +145,7 @@ def test_each_backward_pass_adds_a_gradient():
 
 
 def test_backward_ready_keeps_the_graph_without_saving_gradients():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, capture=CaptureOptions(backward_ready=True))
     assert trace.output.requires_grad and trace.backward_ready and not trace.save_grads
     assert len(trace.backward_graph) > 0
@@ -204,7 +155,7 @@ def test_backward_ready_keeps_the_graph_without_saving_gradients():
 
 
 def test_without_backward_capture_the_output_is_detached():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x)
     assert trace.backward is None and trace.output.grad_fn is None
     assert not trace.has_backward_pass and trace.saved_grad_ops == [] and trace.grad_fns == []
@@ -212,7 +163,7 @@ def test_without_backward_capture_the_output_is_detached():
 
 
 def test_the_backward_graph_links_grad_fns_to_forward_ops():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, save_grads=True)
     graph = trace.backward_graph
     labels = [node.label for node in graph]
@@ -251,7 +202,7 @@ def test_the_backward_graph_links_grad_fns_to_forward_ops():
 
 
 def test_grad_site_edits_change_the_gradient_that_flows():
-    model, twin, x = _pair(Mlp, (3, 6))
+    model, twin, x = _pair(TanhMlp, (3, 6))
     rule = tl.when(tl.grad(tl.module("act")), tl.zero_ablate())
     trace = tl.trace(model, x, save_grads=True, intervene=rule)
     _loss(trace.output).backward()
@@ -266,7 +217,7 @@ def test_grad_site_edits_change_the_gradient_that_flows():
 
 
 def test_grad_site_scale_and_callable_by_hand():
-    model, twin, x = _pair(Shared, (3, 5))
+    model, twin, x = _pair(GeluShared, (3, 5))
     rules = [
         tl.when(tl.grad(tl.module("block:2")), tl.scale(3.0)),
         tl.when(tl.grad(tl.module("act")), lambda grad: grad + 1.0),
@@ -297,7 +248,7 @@ def test_grad_site_scale_and_callable_by_hand():
 
 
 def test_a_grad_site_that_matches_nothing_warns():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     with pytest.warns(SelectorMatchedNothingWarning):
         tl.trace(model, x, intervene=tl.when(tl.grad(tl.func("conv2d")), tl.zero_ablate()))
 
@@ -324,7 +275,7 @@ def test_save_grads_refuses_on_a_backend_without_backward_capture():
 
 
 def test_a_traced_armed_model_is_freed():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, save_grads=True)
     _loss(trace.output).backward()
     watcher = weakref.ref(trace)
@@ -337,7 +288,7 @@ def test_a_traced_armed_model_is_freed():
 
 
 def test_grad_options_give_the_preview_backends_keys_equal_to_autograd():
-    model, twin, x = _pair(Mlp, (3, 6))
+    model, twin, x = _pair(TanhMlp, (3, 6))
     options = tl.backends.torch.GradOptions(loss_fn=_loss, input_grad_argnums=(0,))
     trace = tl.trace(model, x, capture=CaptureOptions(grad_options=options))
     copy_x = x.clone().requires_grad_(True)
@@ -354,7 +305,7 @@ def test_grad_options_give_the_preview_backends_keys_equal_to_autograd():
 
 
 def test_grad_options_intermediate_records_equal_hand_hooks():
-    model, twin, x = _pair(Cnn, (2, 3, 8, 8))
+    model, twin, x = _pair(PooledCnn, (2, 3, 8, 8))
     options = tl.backends.torch.GradOptions(loss_fn=_loss, intermediate_grads=True)
     trace = tl.trace(model, x, capture=CaptureOptions(grad_options=options))
     hand = _by_hand(twin, x)
@@ -381,7 +332,7 @@ def test_grad_options_leave_batch_norm_statistics_alone():
 
 
 def test_grad_options_refusals():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     with pytest.raises(BackendUnsupportedError) as caught:
         tl.trace(model, x, capture=CaptureOptions(grad_options=object()))
     assert caught.value.code == "option_unsupported"
@@ -406,7 +357,7 @@ def test_grad_options_refusals():
 
 
 def _backward_trace():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, save_grads=True)
     _loss(trace.output).backward()
     return trace
@@ -434,7 +385,7 @@ def test_a_backward_pass_round_trips_through_a_tlspec(tmp_path):
 
 
 def test_a_file_without_a_backward_pass_loads_without_one(tmp_path):
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     path = str(tmp_path / "forward.tlspec")
     tl.trace(model, x).save(path)
     loaded = tl.load(path, verify=True)
@@ -443,7 +394,7 @@ def test_a_file_without_a_backward_pass_loads_without_one(tmp_path):
 
 
 def test_a_graph_saved_before_any_backward_round_trips_without_gradients(tmp_path):
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     trace = tl.trace(model, x, capture=CaptureOptions(backward_ready=True))
     path = str(tmp_path / "ready.tlspec")
     trace.save(path)
@@ -490,7 +441,7 @@ def test_the_backward_drawing_has_a_node_per_grad_fn_and_an_edge_per_gradient(tm
 
 
 def test_drawing_a_backward_graph_that_was_not_captured_refuses():
-    model, _, x = _pair(Mlp, (3, 6))
+    model, _, x = _pair(TanhMlp, (3, 6))
     with pytest.raises(NotFoundError) as caught:
         tl.trace(model, x).draw(backward=True)
     assert caught.value.code == "layout_no_backward"

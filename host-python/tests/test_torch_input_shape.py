@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import torchlens as tl
+from conformance.models.torch import Recurrent
 from torchlens.errors import BackendUnsupportedError, UnsupportedError
 
 pytestmark = pytest.mark.torch
@@ -34,16 +35,7 @@ def test_a_transformer_encoder_takes_embeddings():
 
 
 def test_an_lstm_and_an_mlp():
-    class Recurrent(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lstm = nn.LSTM(5, 7, batch_first=True)
-            self.head = nn.Linear(7, 2)
-
-        def forward(self, x):
-            return self.head(self.lstm(x)[0][:, -1])
-
-    assert tl.debug.infer_input_shape(Recurrent()).shape == (1, 8, 5)
+    assert tl.debug.infer_input_shape(Recurrent(5, 7, 2)).shape == (1, 8, 5)
     mlp = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
     assert tl.debug.infer_input_shape(mlp).shape == (1, 6)
     model = nn.Sequential(nn.Linear(6, 8), nn.Flatten(0))  # still runs on (1, 6)

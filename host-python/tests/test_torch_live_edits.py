@@ -9,48 +9,16 @@ import torch
 import torch.nn as nn
 
 import torchlens as tl
-from conformance.models.torch import InPlace, Residual
+from conformance.models.torch import Counting, InPlace, Mlp, ProjectedAttention, Recurrent, Residual, Shared
 from torchlens.errors import BackendUnsupportedError, PatchError, UnsupportedError
 
 pytestmark = pytest.mark.torch
 
 
-class Attention(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
-        self.out = nn.Linear(8, 8)
-
-    def forward(self, x):
-        weights = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) / 8**0.5, dim=-1)
-        return self.out(weights @ self.v(x))
-
-
-class Shared(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.shared = nn.Linear(6, 6)
-        self.head = nn.Linear(6, 2)
-
-    def forward(self, x):
-        return self.head(torch.tanh(self.shared(torch.tanh(self.shared(x)))))
-
-
-class Recurrent(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(5, 7, batch_first=True)
-        self.head = nn.Linear(7, 3)
-
-    def forward(self, x):
-        output, _ = self.lstm(x)
-        return self.head(output[:, -1])
-
-
 def _battery():
     torch.manual_seed(0)
     return {
-        "mlp": (nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)), torch.randn(2, 6), "1"),
+        "mlp": (Mlp(6, 8, 3), torch.randn(2, 6), "act"),
         "cnn": (
             nn.Sequential(
                 nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(64, 2)
@@ -59,8 +27,8 @@ def _battery():
             "0",
         ),
         "residual": (Residual(), torch.randn(1, 4, 5, 5), "conv1"),
-        "attention": (Attention(), torch.randn(2, 4, 8), "v"),
-        "shared": (Shared(), torch.randn(3, 6), "shared"),
+        "attention": (ProjectedAttention(residual_norm=False), torch.randn(2, 4, 8), "v"),
+        "shared": (Shared(6, nn.Tanh, classes=2), torch.randn(3, 6), "block"),
         "lstm": (Recurrent(), torch.randn(2, 4, 5), "lstm"),
     }
 
@@ -134,7 +102,7 @@ def test_function_rules_edit_the_op_and_flow_downstream():
     model, x, _ = BATTERY["mlp"]
     trace = tl.trace(model, x, intervene=tl.when(tl.func("relu"), tl.zero_ablate()))
     assert torch.equal(trace["relu_1_3"].out, torch.zeros(2, 8))
-    expected = model[2].bias.detach().expand(2, 3)
+    expected = model.fc2.bias.detach().expand(2, 3)
     assert torch.allclose(trace.outputs[0].out, expected)
     assert [op.label for op in trace.ops if op.is_edited] == ["relu_1_3"]
     assert trace.validate_forward_pass() is True
@@ -149,7 +117,7 @@ def test_rules_apply_in_order_and_value_dependent_conditions_see_the_value():
         ),
     ]
     trace = tl.trace(model, x, intervene=rules)
-    relu = torch.relu(model[0](x))
+    relu = torch.relu(model.fc1(x))
     assert torch.allclose(trace["relu_1_3"].out, (relu + 1.0) * 2.0)
     assert [record.helper_name for record in trace["relu_1_3"].fire_records] == ["add(1.0)", "scale(2.0)"]
 
@@ -338,20 +306,14 @@ def test_a_stopped_or_edited_trace_validates_the_ops_it_has():
 
 
 def test_followed_by_in_a_rule_refuses_before_the_model_runs():
-    effects = []
-
-    class Counting(nn.Module):
-        def forward(self, x):
-            effects.append(1)
-            return torch.relu(x)
-
+    model = Counting()
     with pytest.raises(BackendUnsupportedError) as raised:
         tl.trace(
-            Counting(),
-            torch.ones(2),
+            model,
+            torch.ones(1, 3),
             intervene=tl.when(tl.followed_by(tl.func("relu"), tl.func("add")), tl.zero_ablate()),
         )
-    assert raised.value.code == "followed_by_unsupported" and effects == []
+    assert raised.value.code == "followed_by_unsupported" and model.calls == 0
 
 
 def test_torch_accepts_options_it_does_not_use():

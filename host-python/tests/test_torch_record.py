@@ -16,7 +16,7 @@ import torch.nn as nn
 from cleanup_checks import nothing_installed
 
 import torchlens as tl
-from conformance.models.torch import InPlace, Mlp, SharedModule, SmallCnn, TransformerBlock
+from conformance.models.torch import InPlace, Mlp, Recurrent, SharedModule, SmallCnn, TransformerBlock
 from torchlens.adapter_kit import CaptureSession
 from torchlens.errors import NotFoundError, SelectorError
 
@@ -56,17 +56,6 @@ class Residual(nn.Module):
         return self.head(y.mean(dim=(2, 3)))
 
 
-class Recurrent(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(6, 12, batch_first=True)
-        self.head = nn.Linear(12, 3)
-
-    def forward(self, x):
-        sequence, (hidden, _cell) = self.lstm(x)
-        return self.head(sequence[:, -1] + hidden[-1])
-
-
 def _models():
     torch.manual_seed(0)
     return {
@@ -75,7 +64,7 @@ def _models():
         "residual": (Residual().eval(), (2, 3, 6, 6)),
         "attention": (TransformerBlock().eval(), (2, 5, 16)),
         "shared_module": (SharedModule().eval(), (2, 5)),
-        "lstm": (Recurrent().eval(), (2, 4, 6)),
+        "lstm": (Recurrent(6, 12, 3, add_final_hidden=True).eval(), (2, 4, 6)),
     }
 
 

@@ -34,9 +34,14 @@ web: setup-web
 ## Builds and installs the torchlens wheel into .venv the way a user does: `pip install .`
 ## (maturin builds the pyo3 extension, which embeds the core component `make component` built:
 ## host-runtime/build.rs reads TORCHLENS_COMPONENT). With the committed Cargo.lock (--locked).
+## Its Rust build has a target folder of its own (target/python-extension), so `make test` can
+## run it beside the Rust test build (each cargo then fills the other's one-crate stretches, such
+## as Cranelift's code generator) instead of waiting on target/'s lock. PACKAGE_INSTALLED=1 (set
+## by `make test` once it has installed the package) skips the reinstall.
 python-package: export TORCHLENS_COMPONENT := $(COMPONENT)
+python-package: export CARGO_TARGET_DIR := $(CURDIR)/target/python-extension
 python-package: component setup-python
-	MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .
+	$(if $(PACKAGE_INSTALLED),@echo "torchlens: installed earlier in this make test",MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .)
 
 ## wheel: both wheels into dist/ from one component build (scripts/build-wheels.sh): the abi3
 ## platform wheel with the pyo3 extension (auditwheel show must call it manylinux), and the
@@ -62,31 +67,22 @@ demo-core: component
 ## under wasmtime, the fuzz corpus replayed, the Python package on real models under both hosts,
 ## the viewer in chromium, the CLI on hostile files), then the format and lint checks. The
 ## timed fuzz run is `make fuzz`, not part of `test`.
-## Both cores from the start: the Python environment (pip unpacking wheels, mostly one core)
-## is set up beside the Rust test build; then the steps run in order.
+## Both cores from the start: the Rust test build runs beside the Python environment (pip
+## unpacking wheels, mostly one core) and then the package's build (`pip install .`); then the
+## tests and checks run in order.
 test:
-	$(MAKE) --no-print-directory -j2 setup-python test-rust-build
-	$(MAKE) --no-print-directory test-rust test-python test-web lint
+	$(MAKE) --no-print-directory -j2 test-rust-build python-package
+	$(MAKE) --no-print-directory PACKAGE_INSTALLED=1 test-rust test-python test-web lint
 
 ## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
 ## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
-## The crates that link wasmtime (the host runtime, the CLI, the Python bridge and the torch
-## backend's native recorder) are tested in the release profile: the extension `pip install .`
-## builds next is release too, and reuses that wasmtime instead of compiling it a second time.
-## The rest of the workspace (the core, the schema, the viewer's crate) is tested in the dev
-## profile, where its many test binaries compile faster. Every workspace crate but the
-## extension module itself (torchlens-python, a cdylib with no tests) is tested.
-RUST_TESTS_DEV := -p torchlens-core -p torchlens-schema -p torchlens-web
-RUST_TESTS_RELEASE := -p torchlens-host-runtime -p torchlens-cli -p torchlens-python-bridge -p torchlens-torch-native
 test-rust-build: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust-build: component
-	cargo test --locked --no-run $(RUST_TESTS_DEV)
-	cargo test --locked --release --no-run $(RUST_TESTS_RELEASE)
+	cargo test --locked --workspace --exclude torchlens-python --no-run
 
 test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust: test-rust-build setup-python
-	cargo test --locked $(RUST_TESTS_DEV)
-	cargo test --locked --release $(RUST_TESTS_RELEASE)
+	cargo test --locked --workspace --exclude torchlens-python
 
 ## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
 ## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;
@@ -155,9 +151,10 @@ test-web: web python-package
 lint: export TORCHLENS_COMPONENT := $(COMPONENT)
 lint: component setup-python
 	cargo fmt --all -- --check
-	# Clippy in the release profile: the build scripts and proc macros it runs (wasmtime's,
-	# wit-bindgen's, wasm-bindgen's) are then the ones the release builds of `make test` compiled.
-	cargo clippy --locked --release --workspace --all-targets -- -D warnings
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+	# The wasm targets' clippy in the release profile, with the same selection as their builds
+	# (build-component.sh, build-web.sh): the proc macros it runs (wit-bindgen's, wasm-bindgen's)
+	# are then the ones those builds compiled.
 	cargo clippy --locked --release -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The Python extension reaches the core only through the component: it builds events from
 	# torchlens-schema and must never link torchlens-core natively.

@@ -22,6 +22,7 @@ import torchvision
 from safetensors.numpy import load_file
 
 import torchlens as tl
+from conformance.models.torch import SumRows
 from torchlens.errors import ExtractionError
 from torchlens.extraction.progress import Progress
 
@@ -211,13 +212,6 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
     assert np.array_equal(fixed["relu_1_2"].numpy(), torch.relu(x).numpy())
 
 
-class SumRows(torch.nn.Module):
-    # Defined here, not taken from conformance.models: a test below expects this module's name in
-    # the description of a SumRows object.
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x).sum()
-
-
 def test_progress_line_only_on_a_terminal():
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -251,4 +245,4 @@ def test_factories_are_told_from_models():
     marked = model_source(tl.extraction.ModelFactory(Builder()))
     assert isinstance(marked.build(), SumRows)
     module = model_source(SumRows())
-    assert module.factory is None and module.description == f"object {__name__}.SumRows"
+    assert module.factory is None and module.description == "object conformance.models.torch.SumRows"

@@ -6,20 +6,13 @@ PYTHON := .venv/bin/python
 # reruns build.rs for another.
 COMPONENT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/wasm32-wasip2/release/torchlens_core.wasm
 
-.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-rust-build test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
 
-## setup-python: .venv with scripts/python-requirements.txt. It reruns when the requirements or
-## the setup scripts change (a stamp inside .venv records the last run), so the several targets
-## of one `make test` that need the venv set it up once.
-VENV_READY := .venv/.setup-python.done
-setup-python: $(VENV_READY)
-
-$(VENV_READY): scripts/setup-python.sh scripts/setup-clang.sh scripts/python-requirements.txt
+setup-python:
 	./scripts/setup-python.sh
-	touch $@
 
 component: setup
 	./scripts/build-component.sh
@@ -34,14 +27,9 @@ web: setup-web
 ## Builds and installs the torchlens wheel into .venv the way a user does: `pip install .`
 ## (maturin builds the pyo3 extension, which embeds the core component `make component` built:
 ## host-runtime/build.rs reads TORCHLENS_COMPONENT). With the committed Cargo.lock (--locked).
-## Its Rust build has a target folder of its own (target/python-extension), so `make test` can
-## run it beside the Rust test build (each cargo then fills the other's one-crate stretches, such
-## as Cranelift's code generator) instead of waiting on target/'s lock. PACKAGE_INSTALLED=1 (set
-## by `make test` once it has installed the package) skips the reinstall.
 python-package: export TORCHLENS_COMPONENT := $(COMPONENT)
-python-package: export CARGO_TARGET_DIR := $(CURDIR)/target/python-extension
 python-package: component setup-python
-	$(if $(PACKAGE_INSTALLED),@echo "torchlens: installed earlier in this make test",MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .)
+	MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .
 
 ## wheel: both wheels into dist/ from one component build (scripts/build-wheels.sh): the abi3
 ## platform wheel with the pyo3 extension (auditwheel show must call it manylinux), and the
@@ -67,21 +55,12 @@ demo-core: component
 ## under wasmtime, the fuzz corpus replayed, the Python package on real models under both hosts,
 ## the viewer in chromium, the CLI on hostile files), then the format and lint checks. The
 ## timed fuzz run is `make fuzz`, not part of `test`.
-## Both cores from the start: the Rust test build runs beside the Python environment (pip
-## unpacking wheels, mostly one core) and then the package's build (`pip install .`); then the
-## tests and checks run in order.
-test:
-	$(MAKE) --no-print-directory -j2 test-rust-build python-package
-	$(MAKE) --no-print-directory PACKAGE_INSTALLED=1 test-rust test-python test-web lint
+test: test-rust test-python test-web lint
 
 ## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
 ## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
-test-rust-build: export TORCHLENS_COMPONENT := $(COMPONENT)
-test-rust-build: component
-	cargo test --locked --workspace --exclude torchlens-python --no-run
-
 test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
-test-rust: test-rust-build setup-python
+test-rust: component setup-python
 	cargo test --locked --workspace --exclude torchlens-python
 
 ## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
@@ -154,7 +133,7 @@ lint: component setup-python
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	# The wasm targets' clippy in the release profile, with the same selection as their builds
 	# (build-component.sh, build-web.sh): the proc macros it runs (wit-bindgen's, wasm-bindgen's)
-	# are then the ones those builds compiled.
+	# are then the ones those builds compiled, not compiled again in the dev profile.
 	cargo clippy --locked --release -p torchlens-core --lib --target wasm32-wasip2 -- -D warnings
 	# The Python extension reaches the core only through the component: it builds events from
 	# torchlens-schema and must never link torchlens-core natively.

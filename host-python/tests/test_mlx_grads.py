@@ -67,7 +67,7 @@ def test_intermediate_grads_over_the_cap_fail():
 
 
 def test_a_shared_parameter_gets_its_whole_gradient_under_its_primary_address():
-    from test_mlx_capture import Shared
+    from conformance.models.mlx import SharedLayers as Shared
 
     mx.random.seed(5)
     model = Shared()

@@ -6,13 +6,19 @@ PYTHON := .venv/bin/python
 # reruns build.rs for another.
 COMPONENT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/wasm32-wasip2/release/torchlens_core.wasm
 
-.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package web demo demo-core test test-rust test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
+.PHONY: wheel wheel-check test-pins sdist-check setup setup-python setup-web component python-package python-package-dev rust-test-build test-setup web demo demo-core test test-rust test-python test-python-native test-python-second-host test-web lint fuzz fuzz-smoke bench bench-all bench-everything reference-venv benchmark-python benchmark-memory benchmark-core-memory benchmark-tinygrad benchmark-paddle benchmark-mlx benchmark-tf benchmark-cli sweep benchmark-record benchmark-module-calls benchmark-in-place benchmark-soak benchmark-streaming benchmark-extraction benchmark-hosts benchmark-save
 
 setup:
 	./scripts/setup-rust.sh
 
-setup-python:
+## setup-python: .venv with scripts/python-requirements.txt, set up again only when the
+## requirements or the script change (a stamp file in .venv), so the several make runs of one
+## `make test` set it up once.
+setup-python: .venv/.requirements-installed
+
+.venv/.requirements-installed: scripts/python-requirements.txt scripts/setup-python.sh scripts/setup-clang.sh
 	./scripts/setup-python.sh
+	touch $@
 
 component: setup
 	./scripts/build-component.sh
@@ -30,6 +36,16 @@ web: setup-web
 python-package: export TORCHLENS_COMPONENT := $(COMPONENT)
 python-package: component setup-python
 	MATURIN_PEP517_ARGS=--locked $(PYTHON) -m pip install --quiet .
+
+## python-package-dev: the same install with the extension in cargo's dev profile (what
+## `maturin develop` builds), for `make test`. Built after the Rust test build, it reuses that
+## build's wasmtime and host runtime (dependencies are opt-level 2 in dev; host-python/Cargo.toml
+## aligns the one feature set that differed) and compiles only pyo3 and the extension's own
+## crates: about 20 s instead of the release build's 4-7 minutes. The component it embeds is the
+## release one `make component` built. Wheels, the demo and every benchmark use python-package.
+python-package-dev: export TORCHLENS_COMPONENT := $(COMPONENT)
+python-package-dev: rust-test-build setup-python
+	MATURIN_PEP517_ARGS="--locked --profile dev" $(PYTHON) -m pip install --quiet .
 
 ## wheel: both wheels into dist/ from one component build (scripts/build-wheels.sh): the abi3
 ## platform wheel with the pyo3 extension (auditwheel show must call it manylinux), and the
@@ -55,13 +71,30 @@ demo-core: component
 ## under wasmtime, the fuzz corpus replayed, the Python package on real models under both hosts,
 ## the viewer in chromium, the CLI on hostile files), then the format and lint checks. The
 ## timed fuzz run is `make fuzz`, not part of `test`.
-test: test-rust test-python test-web lint
+## The first step runs the Python setup (mostly unpacking wheels, about one core) beside the
+## component and the Rust test build; everything after it runs one step after another.
+test:
+	$(MAKE) -j2 --output-sync=target test-setup
+	$(MAKE) test-rust test-python test-web lint
 
-## test-rust: with the committed Cargo.lock; the component is the one `make component` built.
-## core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed (fuzz/seeds/) here.
+## test-setup: what every later step of `make test` builds on: .venv and the compiled Rust tests.
+test-setup: setup-python rust-test-build
+
+## rust-test-build: every Rust test of the workspace compiled (dev profile), with the committed
+## Cargo.lock; the component is the one `make component` built. The viewer's crate is compiled
+## and tested on its own (test-rust): its wasm-bindgen macros turn on a `syn` feature that would
+## change the proc macros wasmtime is built with, and python-package-dev would then compile
+## wasmtime again.
+rust-test-build: export TORCHLENS_COMPONENT := $(COMPONENT)
+rust-test-build: component
+	cargo test --locked --workspace --exclude torchlens-python --exclude torchlens-web --no-run
+
+## test-rust: runs them. core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed
+## (fuzz/seeds/) here; some tests run .venv's Python (hence setup-python).
 test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
-test-rust: component setup-python
-	cargo test --locked --workspace --exclude torchlens-python
+test-rust: rust-test-build setup-python
+	cargo test --locked --workspace --exclude torchlens-python --exclude torchlens-web
+	cargo test --locked -p torchlens-web
 
 ## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
 ## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;
@@ -86,7 +119,7 @@ test-rust: component setup-python
 SECOND_HOST_TESTS := torch or both_hosts
 test-python: test-python-native test-python-second-host
 
-test-python-native: python-package
+test-python-native: python-package-dev
 	# The NumPy test adapter, installed as a third party's plugin is (its own distribution and
 	# entry point): the shared contract suite runs over it too.
 	$(PYTHON) -m pip install --quiet ./host-python/tests/numpy_adapter_plugin
@@ -124,7 +157,7 @@ fuzz-smoke: setup
 ## test-web: the viewer in Debian's chromium, driven by playwright-core: opens traces written
 ## by the core and by the Python package, and hostile files; screenshots and the 100k-op
 ## first-render time land in out/viewer-screenshots/.
-test-web: web python-package
+test-web: web python-package-dev
 	cd host-web && npm test
 
 lint: export TORCHLENS_COMPONENT := $(COMPONENT)

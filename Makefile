@@ -81,20 +81,17 @@ test:
 test-setup: setup-python rust-test-build
 
 ## rust-test-build: every Rust test of the workspace compiled (dev profile), with the committed
-## Cargo.lock; the component is the one `make component` built. The viewer's crate is compiled
-## and tested on its own (test-rust): its wasm-bindgen macros turn on a `syn` feature that would
-## change the proc macros wasmtime is built with, and python-package-dev would then compile
-## wasmtime again.
+## Cargo.lock; the component is the one `make component` built. python-package-dev reuses its
+## wasmtime (scripts/checks/shared_wasmtime_build.py keeps the feature sets equal).
 rust-test-build: export TORCHLENS_COMPONENT := $(COMPONENT)
 rust-test-build: component
-	cargo test --locked --workspace --exclude torchlens-python --exclude torchlens-web --no-run
+	cargo test --locked --workspace --exclude torchlens-python --no-run
 
 ## test-rust: runs them. core-wasm/tests/fuzz_corpus.rs replays every committed fuzz seed
 ## (fuzz/seeds/) here; some tests run .venv's Python (hence setup-python).
 test-rust: export TORCHLENS_COMPONENT := $(COMPONENT)
 test-rust: rust-test-build setup-python
-	cargo test --locked --workspace --exclude torchlens-python --exclude torchlens-web
-	cargo test --locked -p torchlens-web
+	cargo test --locked --workspace --exclude torchlens-python
 
 ## The Python suite runs whole under the native host (the pyo3 extension) on two pytest-xdist
 ## workers, a test file to each (--dist loadfile: a file's module fixtures are built once;
@@ -187,6 +184,9 @@ lint: component setup-python
 	# Links and path references in README.md and docs/ stay inside the repository and name files
 	# that exist (scripts/checks/doc_links.py).
 	$(PYTHON) scripts/checks/doc_links.py
+	# make test's Rust test build and its dev-profile extension build give wasmtime's crates the
+	# same features, so wasmtime compiles once (scripts/checks/shared_wasmtime_build.py).
+	$(PYTHON) scripts/checks/shared_wasmtime_build.py
 
 ## sdist-check: python -m build --sdist, pip install the tarball into a fresh venv (compiling
 ## everything from it), trace a torch model. Minutes of compiling: its own target, not in `test`.

@@ -30,14 +30,9 @@ class JaxCapture(ProgramCaptureHooks):
 
     def split(self) -> Root:
         request = self.request
-        model, mode = request.model, request.options.module_identity_mode
+        model, mode = request.model, self.adapter.module_identity_mode(request)
         framework = framework_of(model)
         if framework is None:
-            if mode not in (None, "function_root"):
-                raise refusals.option(
-                    f"module_identity_mode={mode!r} needs an Equinox or Flax NNX module root",
-                    "leave module_identity_mode unset for raw callables (function_root)",
-                )
             return Root.of_function(model, request.args, request.kwargs)
         return module_root(model, framework, request.args, request.kwargs, attribute=mode != "function_root")
 
@@ -69,9 +64,6 @@ class JaxCapture(ProgramCaptureHooks):
         options = self.request.options
         return Capture(session, options.jax_control_flow, options.jax_max_control_flow_unroll, entry)
 
-    def output_paths(self, structure: Any) -> List[Any]:
-        return [path for path, _ in jax.tree_util.tree_flatten_with_path(structure)[0]]
-
 
 class JaxAdapter(BackendProtocol):
     """Fills the backend protocol for JAX."""
@@ -79,16 +71,18 @@ class JaxAdapter(BackendProtocol):
     #: The capture interprets the traced program; nothing process-wide is replaced.
     patches_process_wide = False
 
+    module_root_description = "an Equinox or Flax NNX module root"
+    module_mode = "pytree_module"
+
     grad_options_type = GradOptions
     grad_hooks_type = GradHooks
     capture_hooks = JaxCapture
 
+    def is_module_root(self, model: Any) -> bool:
+        return framework_of(model) is not None
+
     def grad_input(self, request: CaptureRequest, position: int) -> Any:
-        # A raw fn(params, *inputs) given two or more arguments counts its inputs after the
-        # parameter pytree; a module root's inputs are all its arguments.
-        first = 1 if framework_of(request.model) is None and len(request.args) >= 2 else 0
-        index = position + first
-        return request.args[index] if 0 <= position and index < len(request.args) else None
+        return Root.input_argument(request.args, position, framework_of(request.model) is None)
 
     def differentiable_input(self, value: Any) -> bool:
         # An input may be a pytree: it can be differentiated when one of its leaves can.

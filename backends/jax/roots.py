@@ -12,8 +12,6 @@ import numpy as np
 
 from torchlens.adapter_kit.flat_call import FlatCall
 from torchlens.adapter_kit.package_files import in_packages
-from torchlens.argument_checks import short_repr
-from torchlens.errors import ArgumentError
 
 from .refusals import refuse
 
@@ -111,20 +109,5 @@ class Root(FlatCall):
     entry_name = staticmethod(key_name)
     is_dynamic = staticmethod(is_dynamic)
 
-    def checked_output(self, output: Any) -> Any:
-        return _array_outputs(output)
-
-
-def _array_outputs(output: Any) -> Any:
-    """The model's output when every leaf is an array or a number; else the typed refusal (JAX
-    would say only that ``flat`` in this file returned an invalid JAX type)."""
-    for leaf in jax.tree_util.tree_leaves(output):
-        if not isinstance(leaf, (jax.Array, jax.core.Tracer, np.ndarray, np.generic, int, float, complex)):
-            raise ArgumentError(
-                f"the model returned a {type(leaf).__name__} ({short_repr(leaf)}) among its outputs; "
-                "TorchLens records arrays",
-                "model_output_unsupported",
-                "return arrays (or a tuple, list or dict of arrays) from the traced function, and "
-                "keep other results out of it",
-            )
-    return output
+    #: An output leaf is an array, a tracer (the call is traced) or a number.
+    output_leaf_types = (jax.Array, jax.core.Tracer, np.ndarray, np.generic, int, float, complex)

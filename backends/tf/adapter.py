@@ -10,15 +10,16 @@ import numpy as np
 import tensorflow as tf
 
 from torchlens.adapter_kit import BackendProtocol, CaptureRequest
-from torchlens.adapter_kit.capture_pipeline import CallRuntime, CaptureHooks
-from torchlens.adapter_kit.graph_only_capture import check_graph_only
+from torchlens.adapter_kit.capture_pipeline import CaptureHooks
 from torchlens.adapter_kit.host_conversions import HostConversions
+from torchlens.adapter_kit.program_capture import check_graph_only
+from torchlens.adapter_kit.replay import replay_coverage
 
 from . import guard, prescan, refusals
 from .capture import EagerTensor, Recorder, is_keras_layer, is_module
 from .dtypes import DENSE, neutral_name, tf_dtype
 from .edits import LiveEdits, apply_natively
-from .funcgraph import capture as capture_graph
+from .funcgraph import FuncGraphCapture
 from .grads import GradHooks, GradOptions
 
 
@@ -54,12 +55,8 @@ class TFCapture(CaptureHooks):
         facts = {"tf_prescan": self.prescanned}
         if self.built_here:
             facts["tf_built_before_capture"] = "true"
-        if recorder.opaque:
-            facts["tf_opaque_ops"] = str(recorder.opaque)
-        if recorder.unresolved:
-            facts["tf_unresolved_producers"] = str(len(recorder.unresolved))
         # What replay can check: pure ops re-run through tf.raw_ops, and effect regions.
-        facts["tf_replayable_ops"] = str(sum(1 for record in recorder.records.values() if not record.opaque))
+        facts.update(replay_coverage("tf", recorder.records, recorder.opaque, recorder.unresolved))
         return facts
 
 
@@ -77,16 +74,18 @@ class TFAdapter(HostConversions, BackendProtocol):
 
     def capture(self, request: CaptureRequest) -> Any:
         """A graph-only entry (a ``tf.function`` or a Keras ``predict``) is captured from its
-        traced graph (what it cannot do refuses first); everything else runs through the kit's
-        pipeline (:class:`TFCapture`)."""
-        model = request.model
-        graph_only = refusals.is_graph_only(model)
-        if graph_only:
+        traced graph by the kit's graph-only program capture (:class:`FuncGraphCapture`; what it
+        cannot do refuses first); everything else runs through the kit's pipeline
+        (:class:`TFCapture`)."""
+        if refusals.is_graph_only(request.model):
             check_graph_only(self, request, refusals.GRAPH_ONLY)
-        refusals.keras_backend(model)
-        if not (graph_only and tf.executing_eagerly()):
-            return super().capture(request)
-        return capture_graph(self, request, CallRuntime)
+        refusals.keras_backend(request.model)
+        return super().capture(request)
+
+    def make_capture_hooks(self, request: CaptureRequest) -> Any:
+        if refusals.is_graph_only(request.model) and tf.executing_eagerly():
+            return FuncGraphCapture(self, request)
+        return TFCapture(self, request)
 
     def apply_action(self, action: Any, value: Any) -> Any:
         """Zero-ablate, scale and add computed natively on the tensor; a raw callable runs on

@@ -18,10 +18,11 @@ import tensorflow as tf
 from tensorflow.python.framework import function_def_to_graph, tensor_util
 
 from torchlens.adapter_kit.graph_import import GraphImport
-from torchlens.adapter_kit.graph_only_capture import capture_program
 from torchlens.adapter_kit.graph_program import GraphReader, compile_graph
-from torchlens.adapter_kit.program_cache import ProgramCache
+from torchlens.adapter_kit.program_cache import Entry, ProgramCache
+from torchlens.adapter_kit.program_capture import GraphEntryCall, GraphOnlyCaptureHooks
 from torchlens.adapter_kit.program_import import Pair
+from torchlens.adapter_kit.replay import replay_coverage
 
 from . import prescan, refusals
 from .capture import op_name, raw_op_call
@@ -96,48 +97,58 @@ def _callee(op: Any, name: str, first: int) -> Any:
     return body
 
 
-def capture(adapter: Any, request: Any, runtime_type: Any) -> Any:
-    """Imports a graph-only entry as a trace."""
-    model, args, kwargs = request.model, request.args, request.kwargs
-    predict = keras_predict_owner(model) is not None
-    function = concrete_function(model, args, kwargs)
-    graph = function.graph
-    entry = _PROGRAMS.lookup(
-        id(function), (function,), lambda: compile_graph(_READER, graph, _outputs(graph))
-    )
-    if "write_or_draw" not in entry.checked:
-        # Tracing built the graph without running it: a write or a random draw refuses here.
-        prescan.graph(graph)
-        entry.checked.add("write_or_draw")
-    call_kwargs = {} if predict else kwargs
-    user_inputs = [value for value in tf.nest.flatten((args, call_kwargs)) if isinstance(value, tf.Tensor)]
-    captured = list(function.captured_inputs)
-    if len(graph.inputs) != len(user_inputs) + len(captured):
-        raise refusals.refuse(
-            "the graph-only entry's inputs do not line up with the call's tensor arguments",
-            "capability_unsupported",
-            "pass the entry's inputs as tf.Tensor arguments, or trace the eager model",
+class FuncGraphCapture(GraphOnlyCaptureHooks):
+    """The kit's graph-only capture of a graph-only entry: its concrete function for these
+    inputs, compiled once, imported op by op by :class:`_Import`."""
+
+    graph_only_refusals = refusals.GRAPH_ONLY
+
+    def split(self) -> GraphEntryCall:
+        request = self.request
+        model, args, kwargs = request.model, request.args, request.kwargs
+        self.predict = keras_predict_owner(model) is not None
+        function = self.function = concrete_function(model, args, kwargs)
+        self.call_kwargs = {} if self.predict else kwargs
+        inputs = [
+            value for value in tf.nest.flatten((args, self.call_kwargs)) if isinstance(value, tf.Tensor)
+        ]
+        captured = list(function.captured_inputs)
+        # A captured resource handle (a variable) is handed over as it is.
+        return GraphEntryCall(
+            model, function, inputs, [(value, neutral_name(value.dtype) in KEPT) for value in captured]
         )
 
-    def walk(importer: _Import, arguments: List[Pair]) -> List[int]:
-        returned = [value_id for _, value_id in importer.run_program(entry.traced, [], arguments)]
-        return _predict_loop(importer, returned) if predict else returned
+    def lookup(self, root: GraphEntryCall) -> Entry:
+        graph = self.graph = root.function.graph
+        return _PROGRAMS.lookup(
+            id(root.function), (root.function,), lambda: compile_graph(_READER, graph, _outputs(graph))
+        )
 
-    def run_entry() -> List[Any]:
-        result = function(*args, **call_kwargs)
-        return [value for value in tf.nest.flatten(result) if isinstance(value, tf.Tensor)]
+    def check_program(self, body: Any, key: Any) -> None:
+        # Tracing built the graph without running it: a write or a random draw refuses here.
+        prescan.graph(self.graph)
 
-    return capture_program(
-        adapter,
-        request,
-        lambda session: _Import(session, _READER, entry, _outputs(graph), run_entry),
-        user_inputs,
-        # A captured resource handle (a variable) is handed over as it is.
-        [(value, neutral_name(value.dtype) in KEPT) for value in captured],
-        walk,
-        _provenance,
-        runtime_type,
-    )
+    def make_walk(self, session: Any, entry: Entry) -> _Import:
+        request, function, call_kwargs = self.request, self.function, self.call_kwargs
+
+        def run_entry() -> List[Any]:
+            result = function(*request.args, **call_kwargs)
+            return [value for value in tf.nest.flatten(result) if isinstance(value, tf.Tensor)]
+
+        return _Import(session, _READER, entry, _outputs(self.graph), run_entry)
+
+    def run(self, session: Any, walk: Any, root: GraphEntryCall, body: Any, args: List[Pair]) -> List[Pair]:
+        forward = super().run(session, walk, root, body, args)
+        # The loop of ``Model.predict`` around the imported forward (batching, the data
+        # pipeline, the host copy of the result).
+        return (
+            walk.loop_region("predict_loop", forward, [("tf_op_type", "predict")], "predict_loop_region")
+            if self.predict
+            else forward
+        )
+
+    def provenance(self, walk: Any) -> Dict[str, str]:
+        return {"tf_capture": "funcgraph", **replay_coverage("tf", walk.records, walk.opaque)}
 
 
 def _outputs(graph: Any) -> List[Any]:
@@ -149,18 +160,18 @@ def _outputs(graph: Any) -> List[Any]:
     return outputs or list(graph.outputs)
 
 
-def _provenance(importer: _Import) -> Dict[str, str]:
-    facts = {"tf_capture": "funcgraph", "tf_replayable_ops": str(importer.replayable())}
-    if importer.opaque:
-        facts["tf_opaque_ops"] = str(importer.opaque)
-    return facts
-
-
 class _Import(GraphImport):
     """The kit's graph import, running each graph op eagerly through ``tf.raw_ops``."""
 
+    dense_dtypes = DENSE
+    kept_dtypes = KEPT
+
     def describe(self, value: Any) -> tuple:
         return tuple(value.shape), neutral_name(value.dtype)
+
+    def edge_type(self, tensor: Any) -> tuple:
+        static = tensor.shape.as_list() if tensor.shape.rank is not None else []
+        return tuple(d or 0 for d in static), neutral_name(tensor.dtype)
 
     def nested(self, op: Any, ins: List[Pair]) -> List[Pair]:
         """One graph op: the branch an ``If`` takes is run in place, every other op is
@@ -181,68 +192,15 @@ class _Import(GraphImport):
             # is a constant of this import (no module attribution).
             return [self.constant(tf.raw_ops.ReadVariableOp(resource=inputs[0], dtype=op.get_attr("dtype")))]
         control_flow = op.type in _CONTROL_FLOW
-        call, results = None, None
-        if not control_flow and all(value is not None for value in inputs):
-            try:
-                call = raw_op_call(op.type, inputs, op.get_attr, op.node_def.attr)
-                if call is not None:
-                    out = call[0](**call[1])
-                    results = list(out) if isinstance(out, (list, tuple)) else [out]
-            except Exception:
-                results = None
-        values, described = [], []
-        for index, tensor in enumerate(op.outputs):
-            value = results[index] if results is not None and index < len(results) else None
-            value = self.entry_output(tensor) if value is None else value
-            values.append(value)
-            described.append(_described(tensor, value))
-        return self.graph_op(
+        runs = not control_flow and all(value is not None for value in inputs)
+        return self.call_op(
+            op,
             op_name(op.type),
             ins,
-            values,
-            described,
+            (lambda: raw_op_call(op.type, inputs, op.get_attr, op.node_def.attr)) if runs else None,
             [("tf_op_type", op.type)],
-            call if results is not None else None,
-            # Self-consistency: a dense input no walked op, input or capture produced.
-            any(
-                value_id is None and neutral_name(t.dtype) in DENSE
-                for (_, value_id), t in zip(ins, op.inputs)
-            ),
-            keep=all(value is not None and dtype in KEPT for value, (_, dtype) in zip(values, described)),
-            reason="control_flow_region" if control_flow else "opaque_region",
+            "control_flow_region" if control_flow else "opaque_region",
         )
-
-
-def _described(tensor: Any, value: Any) -> tuple:
-    """An op output's shape (its value's, else the graph's static shape) and dtype."""
-    if value is not None:
-        return tuple(value.shape), neutral_name(tensor.dtype)
-    static = tensor.shape.as_list() if tensor.shape.rank is not None else []
-    return tuple(d or 0 for d in static), neutral_name(tensor.dtype)
-
-
-def _predict_loop(importer: _Import, forward: List[int]) -> List[int]:
-    """The loop of ``Model.predict`` around the imported forward (batching, the data pipeline,
-    the host copy of the result): one region reading the forward's outputs, whose values are
-    the forward's (what the whole input as one batch gives). Replay cannot check it per op
-    (``predict_loop_region``); validation compares its outputs with a real ``predict`` call."""
-    values = [importer.values.get(value_id) for value_id in forward]
-    described = [
-        (tuple(value.shape), neutral_name(value.dtype)) if value is not None else ((), "float32")
-        for value in values
-    ]
-    pairs = importer.graph_op(
-        "predict_loop",
-        list(zip(values, forward)),
-        values,
-        described,
-        [("tf_op_type", "predict")],
-        None,
-        False,
-        keep=all(value is not None for value in values),
-        reason="predict_loop_region",
-    )
-    return [value_id for _, value_id in pairs]
 
 
 def _taken_branch(op: Any, ins: List[Pair]) -> Optional[str]:

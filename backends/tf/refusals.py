@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from torchlens.adapter_kit.graph_only_capture import GraphOnlyRefusals
+from torchlens.adapter_kit.program_capture import GraphOnlyRefusals
 from torchlens.adapter_kit.refusals import Refusals
 
 #: This backend's typed refusals, built by the kit the same way for every backend.
@@ -28,6 +28,7 @@ GRAPH_ONLY = GraphOnlyRefusals(
     "trace the eager model or the undecorated Python function to edit values",
     "tf_graph_only_grad",
     "pass the eager model or the undecorated Python function with grad_options",
+    "pass the entry's inputs as tf.Tensor arguments, or trace the eager model",
 )
 
 

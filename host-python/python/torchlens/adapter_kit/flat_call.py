@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
+from ..argument_checks import short_repr
+from ..errors import ArgumentError
 from .argument_names import argument_names
 from .program_cache import function_anchors
 from .session import CaptureSession
@@ -103,9 +105,34 @@ class FlatCall:
         """Whether a leaf is an array (traced); every other leaf is static."""
         raise NotImplementedError
 
+    #: The types an output leaf may have (the framework's arrays, tracers and numbers); None:
+    #: any leaf. Another leaf is refused before the framework reads it, with a typed error (the
+    #: framework would say only that the flat call returned an invalid type).
+    output_leaf_types: Optional[Tuple[type, ...]] = None
+
     def checked_output(self, output: Any) -> Any:
-        """The call's output, checked before the framework reads it."""
+        """The call's output, checked before the framework reads it: every leaf of one of the
+        :attr:`output_leaf_types`, else ``model_output_unsupported``."""
+        if self.output_leaf_types is None:
+            return output
+        for _, leaf in self.flatten(output)[0]:
+            if not isinstance(leaf, self.output_leaf_types):
+                raise ArgumentError(
+                    f"the model returned a {type(leaf).__name__} ({short_repr(leaf)}) among its outputs; "
+                    "TorchLens records arrays",
+                    "model_output_unsupported",
+                    "return arrays (or a tuple, list or dict of arrays) from the traced function, and "
+                    "keep other results out of it",
+                )
         return output
+
+    @staticmethod
+    def input_argument(args: tuple, position: int, function_root: bool) -> Any:
+        """The positional argument input ``position`` names (None when there is none): a raw
+        callable ``fn(params, *inputs)`` given two or more arguments counts its inputs after the
+        parameter structure (:meth:`of_function`); a module root's inputs are all its arguments."""
+        index = position + (1 if function_root and len(args) >= 2 else 0)
+        return args[index] if 0 <= position and index < len(args) else None
 
     def signature(self, abstract: Callable[[Any], Hashable], context: Hashable) -> Optional[tuple]:
         """The key of this call's trace in a :class:`~.program_cache.ProgramCache`: what a

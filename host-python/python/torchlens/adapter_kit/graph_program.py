@@ -1,23 +1,26 @@
-"""A framework's dataflow graph (a traced function: ops listed in an order where every op comes
-after the ops it reads from) compiled once onto the kit's slot
-:class:`~.program_import.Program`, for :meth:`~.program_import.ProgramImport.run_program`:
+"""A framework's dataflow program (a traced function or a graph: ops listed in an order where
+every op comes after the ops it reads from) compiled once onto the kit's slot
+:class:`~.program_import.Program`, for :meth:`~.program_import.ProgramImport.run_program`. One
+compiler for every program a backend hands over, read through a :class:`GraphReader`:
 
-* only the ops the graph's results depend on through data edges are kept;
-* a call whose callee the backend can read is inlined: the callee's parameters are bound to the
-  call's arguments and its results become the call's outputs, at any depth;
-* every other op is one ``NESTED`` instruction holding the op itself, which the backend's
+* a graph is pruned to the ops its results depend on through data edges (a reader whose edges
+  do not know their producer, such as a program of equations, keeps every op);
+* a call whose callee the backend can read is inlined: the callee's constants become constant
+  instructions, its parameters are bound to the call's arguments and its results become the
+  call's outputs, at any depth;
+* an op the reader prepares as a :class:`~.program_import.Step` is one ``OP`` instruction; every
+  other op is one ``NESTED`` instruction holding the op itself, which the backend's
   :meth:`~.program_import.ProgramImport.nested` runs on concrete values (a decision that needs
-  values, such as the branch a conditional takes, is made there).
-
-An op input that no kept op, parameter or inlined call produced reads a literal slot holding
-``(None, None)``: the backend sees an input with neither a value nor a value id (a producer
-the import never saw)."""
+  values, such as the branch a conditional takes, is made there);
+* a literal operand reads a literal slot; an op input that no kept op, parameter or inlined call
+  produced reads a literal slot holding ``(None, None)``: the backend sees an input with neither
+  a value nor a value id (a producer the import never saw)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
-from .program_import import NESTED, Program
+from .program_import import CONSTANT, NESTED, OP, Program, Step
 
 
 class GraphReader:
@@ -66,6 +69,32 @@ class GraphReader:
         inlined in place of the op, or None (the op stays one instruction)."""
         return None
 
+    #: Whether a graph is pruned to the ops its results need (needs :meth:`producer`).
+    prunes = True
+
+    def constants(self, graph: Any) -> Sequence[Any]:
+        """The edges a graph (or a callee) closes over, bound to the program's constant slots
+        (or, for a callee, to the constant values :meth:`inline` gives)."""
+        return []
+
+    def literal(self, edge: Any) -> Optional[Tuple[Any]]:
+        """``(value,)`` for an operand that is a literal, None for an edge."""
+        return None
+
+    def dropped(self, edge: Any) -> bool:
+        """Whether an op's output is never read (it gets no slot)."""
+        return False
+
+    def step(self, op: Any) -> Optional[Step]:
+        """The op prepared as a plain step (one ``OP`` instruction), or None (``NESTED``)."""
+        return None
+
+    def inline(self, op: Any, in_slots: List[int]) -> Optional[Tuple[Any, List[int], Sequence[Any]]]:
+        """``(callee graph, the slots of its arguments, the values of its constants)`` of a call
+        inlined in place of the op, or None; by default from :meth:`callee`."""
+        found = self.callee(op)
+        return None if found is None else (found[0], in_slots[found[1] :], ())
+
 
 def needed_ops(reader: GraphReader, results: Sequence[Any]) -> Set[Hashable]:
     """Keys of the ops ``results`` depend on through data edges."""
@@ -88,6 +117,9 @@ def compile_graph(reader: GraphReader, graph: Any, results: Optional[Sequence[An
     default the graph's own) its output slots."""
     program = Program()
     env: Dict[Hashable, int] = {}
+    for edge in reader.constants(graph):
+        env[reader.key(edge)] = slot = program.slot()
+        program.const_slots.append(slot)
     for edge in reader.parameters(graph):
         env[reader.key(edge)] = slot = program.slot()
         program.in_slots.append(slot)
@@ -105,26 +137,40 @@ def _compile_body(
     """Compiles the ops of ``graph`` its results need into ``program``, with its edges bound
     by ``env``; returns the slots of its results."""
     results = list(reader.results(graph) if results is None else results)
-    needed = needed_ops(reader, results)
+    needed = needed_ops(reader, results) if reader.prunes else None
     for op in reader.ops(graph):
-        if reader.op_key(op) not in needed or reader.skipped(op):
+        if (needed is not None and reader.op_key(op) not in needed) or reader.skipped(op):
             continue
         in_slots = [_slot(program, reader, env, edge) for edge in reader.inputs(op)]
-        inlined = reader.callee(op)
+        inlined = reader.inline(op, in_slots)
+        out_slots: List[Optional[int]]
         if inlined is not None:
-            body, first = inlined
-            inner = {reader.key(edge): slot for edge, slot in zip(reader.parameters(body), in_slots[first:])}
-            out_slots = _compile_body(program, reader, body, inner)
+            body, arguments, consts = inlined
+            inner: Dict[Hashable, int] = {}
+            for edge, value in zip(reader.constants(body), consts):
+                inner[reader.key(edge)] = slot = program.slot()
+                program.code.append((CONSTANT, value, slot))
+            inner.update((reader.key(edge), slot) for edge, slot in zip(reader.parameters(body), arguments))
+            out_slots = list(_compile_body(program, reader, body, inner))
         else:
-            out_slots = [program.slot() for _ in reader.outputs(op)]
-            program.code.append((NESTED, op, in_slots, out_slots))
+            out_slots = [None if reader.dropped(edge) else program.slot() for edge in reader.outputs(op)]
+            step = reader.step(op)
+            if step is None:
+                program.code.append((NESTED, op, in_slots, out_slots))
+            else:
+                program.code.append((OP, step, in_slots, out_slots))
         for edge, slot in zip(reader.outputs(op), out_slots):
-            env[reader.key(edge)] = slot
+            if slot is not None and not reader.dropped(edge):
+                env[reader.key(edge)] = slot
     return [_slot(program, reader, env, edge) for edge in results]
 
 
 def _slot(program: Program, reader: GraphReader, env: Dict[Hashable, int], edge: Any) -> int:
-    """The slot of an edge; an edge nothing produced reads a literal ``None`` (no value, no id)."""
+    """The slot of an edge (a literal operand reads its own literal slot); an edge nothing
+    produced reads a literal ``None`` (no value, no id)."""
+    literal = reader.literal(edge)
+    if literal is not None:
+        return program.literal(literal[0])
     key = reader.key(edge)
     slot = env.get(key)
     if slot is None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .program_import import CONSTANT, NESTED, OP, Pair, Program, ProgramImport, Step
+from .graph_program import GraphReader, compile_graph
+from .program_import import Pair, Program, ProgramImport, Step
 from .session import CaptureSession
 
 if TYPE_CHECKING:  # only named in a signature
@@ -155,52 +156,11 @@ class ProgramWalk(ProgramImport):
         return step
 
     def compile(self, body: Any) -> Program:
-        """An open body compiled onto a slot program: pure calls inlined, each plain equation
-        one prepared step, each walked equation one instruction handed to :meth:`nested`."""
-        program = Program()
-        env: Dict[Any, int] = {}
-        constvars, invars, _, _ = self.parts(body)
-        for var in constvars:
-            env[var] = program.slot()
-            program.const_slots.append(env[var])
-        for var in invars:
-            env[var] = program.slot()
-            program.in_slots.append(env[var])
-        program.out_slots = self._compile(program, body, env)
-        return program
-
-    def _slot(self, program: Program, env: Dict[Any, int], atom: Any) -> int:
-        literal = self.literal(atom)
-        return program.literal(literal[0]) if literal is not None else env[atom]
-
-    def _compile(self, program: Program, body: Any, env: Dict[Any, int]) -> List[int]:
-        """Compiles ``body``'s equations into ``program`` with its variables bound by ``env``;
-        returns the slots of its outputs."""
-        _, _, outvars, equations = self.parts(body)
-        for equation in equations:
-            operands, results = self.equation_vars(equation)
-            in_slots = [self._slot(program, env, atom) for atom in operands]
-            inner, inner_args = self.inlined(equation, in_slots)
-            if inner is not None:
-                inner_body, consts = self.unclose(inner)
-                inner_constvars, inner_invars, _, _ = self.parts(inner_body)
-                inner_env: Dict[Any, int] = {}
-                for var, value in zip(inner_constvars, consts):
-                    inner_env[var] = program.slot()
-                    program.code.append((CONSTANT, value, inner_env[var]))
-                for var, slot in zip(inner_invars, inner_args):
-                    inner_env[var] = slot
-                outs: List[Optional[int]] = list(self._compile(program, inner_body, inner_env))
-            else:
-                outs = [None if self.dropped(var) else program.slot() for var in results]
-                if self.walked(equation):
-                    program.code.append((NESTED, equation, in_slots, outs))
-                else:
-                    program.code.append((OP, self.step_of(equation), in_slots, outs))
-            for var, slot in zip(results, outs):
-                if slot is not None and not self.dropped(var):
-                    env[var] = slot
-        return [self._slot(program, env, atom) for atom in outvars]
+        """An open body compiled onto a slot program by the kit's one program compiler
+        (:func:`~.graph_program.compile_graph`, reading the body through :class:`WalkReader`):
+        pure calls inlined, each plain equation one prepared step, each walked equation one
+        instruction handed to :meth:`nested`."""
+        return compile_graph(WalkReader(self), body)
 
     # ---- running --------------------------------------------------------------------------------
 
@@ -323,3 +283,52 @@ class ProgramWalk(ProgramImport):
             carry = self.run(body, inner_consts, list(flow.body_consts) + carry)
         self.run(test, test_consts, list(flow.test_consts) + carry)
         return carry
+
+
+class WalkReader(GraphReader):
+    """A walk's program of equations as the kit's program compiler reads it: variables are the
+    edges (an equation's operands may be literals, its unread results are dropped), every
+    equation is kept (a variable does not know the equation that produced it), a pure call's
+    body is inlined with the constants it closes over, a plain equation is its prepared step."""
+
+    prunes = False
+
+    def __init__(self, walk: ProgramWalk) -> None:
+        self.walk = walk
+
+    def ops(self, graph: Any) -> Sequence[Any]:
+        return self.walk.parts(graph)[3]
+
+    def inputs(self, op: Any) -> Sequence[Any]:
+        return self.walk.equation_vars(op)[0]
+
+    def outputs(self, op: Any) -> Sequence[Any]:
+        return self.walk.equation_vars(op)[1]
+
+    def key(self, edge: Any) -> Any:
+        return edge
+
+    def constants(self, graph: Any) -> Sequence[Any]:
+        return self.walk.parts(graph)[0]
+
+    def parameters(self, graph: Any) -> Sequence[Any]:
+        return self.walk.parts(graph)[1]
+
+    def results(self, graph: Any) -> Sequence[Any]:
+        return self.walk.parts(graph)[2]
+
+    def literal(self, edge: Any) -> Optional[Tuple[Any]]:
+        return self.walk.literal(edge)
+
+    def dropped(self, edge: Any) -> bool:
+        return self.walk.dropped(edge)
+
+    def step(self, op: Any) -> Optional[Step]:
+        return None if self.walk.walked(op) else self.walk.step_of(op)
+
+    def inline(self, op: Any, in_slots: List[int]) -> Optional[Tuple[Any, List[int], Sequence[Any]]]:
+        inner, arguments = self.walk.inlined(op, in_slots)
+        if inner is None:
+            return None
+        body, consts = self.walk.unclose(inner)
+        return body, arguments, consts

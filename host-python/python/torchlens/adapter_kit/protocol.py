@@ -88,20 +88,24 @@ class BackendProtocol(ABC):
         (``object_module``). The default: an instance of :attr:`module_type` (none without one)."""
         return self.module_type is not None and isinstance(model, self.module_type)
 
+    #: The module identity mode of a module root when the request leaves it unset.
+    module_mode: str = "object_module"
+
     def module_identity_mode(self, request: CaptureRequest) -> str:
         """The request's ``module_identity_mode``, resolved the same way on every backend:
-        ``object_module`` for a module root and ``function_root`` otherwise when unset;
-        ``object_module`` asked of a root that is no module refuses (``option_unsupported``)."""
+        :attr:`module_mode` for a module root and ``function_root`` otherwise when unset; a
+        module mode (anything but ``function_root``) asked of a root that is no module refuses
+        (``option_unsupported``)."""
         mode = request.options.module_identity_mode
         module_root = self.is_module_root(request.model)
-        if mode == "object_module" and not module_root:
+        if mode not in (None, "function_root") and not module_root:
             raise self.refuse(
-                f"module_identity_mode='object_module' needs {self.module_root_description}",
+                f"module_identity_mode={mode!r} needs {self.module_root_description}",
                 "option_unsupported",
                 "leave module_identity_mode unset for raw callables (function_root)",
             )
         if mode is None:
-            return "object_module" if module_root else "function_root"
+            return self.module_mode if module_root else "function_root"
         return mode
 
     # ---- derived gradients --------------------------------------------------------------------

@@ -139,6 +139,21 @@ class ReplayRuntime:
     output_structure: Any = None
 
 
+def replay_coverage(
+    prefix: str, records: Dict[int, ReplayRecord], opaque: int, unresolved: Optional[Set[int]] = None
+) -> Dict[str, str]:
+    """What replay can check of a capture, as provenance facts named with the backend's
+    ``prefix``: ``<prefix>_replayable_ops`` (recorded values replay can re-run), and, where
+    there are any, ``<prefix>_opaque_ops`` (ops recorded without a replay call) and
+    ``<prefix>_unresolved_producers`` (values whose producer the capture never saw)."""
+    facts = {f"{prefix}_replayable_ops": str(sum(1 for record in records.values() if not record.opaque))}
+    if opaque:
+        facts[f"{prefix}_opaque_ops"] = str(opaque)
+    if unresolved:
+        facts[f"{prefix}_unresolved_producers"] = str(len(unresolved))
+    return facts
+
+
 def argument_template(
     args: tuple,
     kwargs: dict,

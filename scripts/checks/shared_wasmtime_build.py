@@ -1,8 +1,9 @@
 """Fails when `make test`'s two cargo runs would compile wasmtime twice.
 
-`make test` compiles the Rust tests (``cargo test --workspace --exclude torchlens-python``) and then installs the Python extension in the same dev profile
-(``cargo rustc -p torchlens-python`` under maturin). The second run reuses the first one's
-wasmtime only when every crate the extension depends on is built with the same features in
+`make test` compiles the Rust tests (``cargo test --workspace --exclude torchlens-python``)
+and then installs the Python extension in the same dev profile (``cargo rustc -p
+torchlens-python`` under maturin). The second run reuses the first one's wasmtime only when
+every crate the extension depends on is built with the same features in
 both; Cargo resolves features over the packages a run selects, so a feature that only the
 tests' dependencies turn on (safetensors turning on hashbrown's, for example) gives wasmtime
 another build: minutes of `make test`, and no test would notice.
